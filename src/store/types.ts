@@ -1,0 +1,98 @@
+/** Header list in wire order with original casing. */
+export type HeaderList = [string, string][];
+
+/** How a stored body string is to be read. */
+export type BodyEncoding = "utf8" | "base64";
+
+/** What the proxy hands to the capture store when a flow is finished (or failed). */
+export interface NewEntry {
+  method: string;
+  /** Absolute URL as the client asked for it (after any rewrite the client never saw: the original URL). */
+  url: string;
+  /** Host name without port. */
+  host: string;
+  /** 0 when there is no response. */
+  status_code: number;
+  /** Response Content-Type header value, "" if none. */
+  content_type: string;
+  duration_ms: number;
+  /** Request start, ms since epoch. */
+  timestamp: number;
+  /** Client label: process name for loopback clients, else remote IP. */
+  client_addr: string;
+  has_response: boolean;
+  req_headers: HeaderList;
+  res_headers: HeaderList;
+  /** Captured bytes as they crossed the wire (after de-chunking), capped at the body limit; null if no body. */
+  req_body: Uint8Array | null;
+  /** True size in bytes of the request body on the wire (may exceed req_body.length). */
+  req_body_size: number;
+  res_body: Uint8Array | null;
+  res_body_size: number;
+  /** Short description of a failure (upstream refused, TLS verification, timeout, aborted...). */
+  error?: string;
+  /** Extra fields shown in the detail form (e.g. map_local_rule, intercepted, ...). JSON-serialisable. */
+  extra?: Record<string, unknown>;
+}
+
+/** Summary form (spec 2.3) plus a few extra fields. */
+export interface EntrySummary {
+  id: number;
+  method: string;
+  url: string;
+  host: string;
+  status_code: number;
+  content_type: string;
+  duration_ms: number;
+  timestamp: number;
+  client_addr: string;
+  has_response: boolean;
+  /** extra: present only when the flow failed */
+  error?: string;
+}
+
+/** Detail form (spec 2.3) plus extra fields. */
+export interface EntryDetail extends EntrySummary {
+  req_headers: HeaderList;
+  /** Body decoded from Content-Encoding (gzip, deflate, br, zstd); UTF-8 text or base64, see req_body_encoding. */
+  req_body: string;
+  res_headers: HeaderList;
+  res_body: string;
+  req_body_encoding: BodyEncoding;
+  res_body_encoding: BodyEncoding;
+  /** True size on the wire (before decoding, before capping). */
+  req_body_size: number;
+  res_body_size: number;
+  /** True when the captured copy was capped at the body limit. */
+  req_body_truncated: boolean;
+  res_body_truncated: boolean;
+  /** Content-Encoding that was removed to produce the stored body ("" if none or decoding failed). */
+  req_body_decoded_from: string;
+  res_body_decoded_from: string;
+  /** Extra fields recorded by addons (e.g. map_local_rule). */
+  [extra: string]: unknown;
+}
+
+export interface ListQuery {
+  limit?: number; // default 50, capped at 500
+  offset?: number; // default 0
+  host?: string; // substring of host
+  method?: string; // exact (case-insensitive)
+  status?: number; // exact; sets min and max
+  status_min?: number;
+  status_max?: number;
+  path?: string; // substring of the URL path (no query)
+  search?: string; // substring across URL and decoded bodies
+  has_error?: boolean; // true: status >= 400; false: status < 400
+  since_id?: number; // id > since_id
+  since?: number; // timestamp >= since
+  /** "desc" (newest first) is the default, except that since_id switches the default to "asc". */
+  order?: "asc" | "desc";
+}
+
+export interface ListResult {
+  items: EntrySummary[];
+  total: number;
+  offset: number;
+  limit: number;
+}
