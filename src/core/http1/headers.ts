@@ -1,0 +1,116 @@
+// Helpers over HeaderList (wire order, original casing). Names compare case-insensitively.
+
+import type { HeaderList, HttpVersion } from "./types.ts";
+
+function same(a: string, lowerB: string): boolean {
+  return a.length === lowerB.length && (a === lowerB || a.toLowerCase() === lowerB);
+}
+
+/** Value of the first header called `name`, or undefined. */
+export function getHeader(headers: HeaderList, name: string): string | undefined {
+  const n = name.toLowerCase();
+  for (let i = 0; i < headers.length; i++) if (same(headers[i][0], n)) return headers[i][1];
+  return undefined;
+}
+
+/** Values of all headers called `name`, in wire order. */
+export function getHeaderAll(headers: HeaderList, name: string): string[] {
+  const n = name.toLowerCase();
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i++) if (same(headers[i][0], n)) out.push(headers[i][1]);
+  return out;
+}
+
+/**
+ * Set `name` to `value` in place: the first existing header of that name is replaced (at its
+ * position, spelled as `name`), later ones are removed; appended if there was none.
+ */
+export function setHeader(headers: HeaderList, name: string, value: string): void {
+  const n = name.toLowerCase();
+  let w = 0;
+  let found = false;
+  for (let r = 0; r < headers.length; r++) {
+    const h = headers[r];
+    if (same(h[0], n)) {
+      if (found) continue;
+      found = true;
+      headers[w++] = [name, value];
+    } else {
+      headers[w++] = h;
+    }
+  }
+  headers.length = w;
+  if (!found) headers.push([name, value]);
+}
+
+/** Remove every header called `name`, in place. Returns true if any was removed. */
+export function removeHeader(headers: HeaderList, name: string): boolean {
+  const n = name.toLowerCase();
+  let w = 0;
+  for (let r = 0; r < headers.length; r++) {
+    if (!same(headers[r][0], n)) headers[w++] = headers[r];
+  }
+  const removed = w !== headers.length;
+  headers.length = w;
+  return removed;
+}
+
+/** Does any `name` header hold `token` in its comma-separated list? (case-insensitive) */
+export function hasToken(headers: HeaderList, name: string, token: string): boolean {
+  const n = name.toLowerCase();
+  const t = token.toLowerCase();
+  for (let i = 0; i < headers.length; i++) {
+    if (!same(headers[i][0], n)) continue;
+    const v = headers[i][1];
+    if (v.length === t.length && v.toLowerCase() === t) return true;
+    for (const part of v.split(",")) {
+      if (part.trim().toLowerCase() === t) return true;
+    }
+  }
+  return false;
+}
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
+
+/**
+ * A copy of `headers` without hop-by-hop fields (RFC 9110 7.6.1): Connection and every field it
+ * names, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
+ * Transfer-Encoding and Upgrade.
+ */
+export function stripHopByHop(headers: HeaderList): HeaderList {
+  let named: Set<string> | null = null;
+  for (let i = 0; i < headers.length; i++) {
+    if (!same(headers[i][0], "connection")) continue;
+    for (const part of headers[i][1].split(",")) {
+      const t = part.trim().toLowerCase();
+      if (t !== "") (named ??= new Set()).add(t);
+    }
+  }
+  const out: HeaderList = [];
+  for (let i = 0; i < headers.length; i++) {
+    const n = headers[i][0].toLowerCase();
+    if (HOP_BY_HOP.has(n) || (named !== null && named.has(n))) continue;
+    out.push([headers[i][0], headers[i][1]]);
+  }
+  return out;
+}
+
+/**
+ * Whether the connection persists after this message: HTTP/1.1 unless `Connection: close`;
+ * HTTP/1.0 only with `Connection: keep-alive` (and no close).
+ */
+export function wantsKeepAlive(version: HttpVersion | string, headers: HeaderList): boolean {
+  if (hasToken(headers, "connection", "close")) return false;
+  if (version === "HTTP/1.1") return true;
+  return hasToken(headers, "connection", "keep-alive");
+}
