@@ -1,0 +1,37 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { errorResponse } from "./errors.ts";
+
+/** Routes answered without a bearer token. */
+export const PUBLIC_PATHS = new Set(["/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs"]);
+
+const digest = (s: string) => createHash("sha256").update(s).digest();
+
+/** Constant-time token check: both sides are hashed to equal length first, so length leaks nothing either. */
+export function tokenMatches(presented: string, expected: string): boolean {
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+export interface GuardOptions {
+  token: string;
+  /** The API port, read when a request arrives (the port is known only after listening). */
+  port: () => number;
+}
+
+/**
+ * DNS-rebinding defence and bearer auth, run before routing (so unknown routes are guarded too).
+ * Returns a Response to refuse the request, or undefined to let it through.
+ */
+export function guardRequest(request: Request, opts: GuardOptions): Response | undefined {
+  const url = new URL(request.url);
+  const host = request.headers.get("host") ?? url.host;
+  const port = opts.port();
+  if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`) {
+    return errorResponse(403, "forbidden_host", `Host header '${host}' is not allowed; use 127.0.0.1:${port}`);
+  }
+  if (PUBLIC_PATHS.has(url.pathname) && request.method === "GET") return undefined;
+  const auth = request.headers.get("authorization");
+  if (!auth) return errorResponse(401, "unauthorized", "missing Authorization: Bearer <token> header (token is in api-handshake.json)");
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+  if (!m || !tokenMatches(m[1]!, opts.token)) return errorResponse(401, "unauthorized", "invalid bearer token");
+  return undefined;
+}

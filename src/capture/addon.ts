@@ -1,0 +1,100 @@
+import { getHeader } from "../core/http1/headers.ts";
+import type { Addon } from "../pipeline/addon.ts";
+import type { Flow } from "../pipeline/flow.ts";
+import type { NewEntry } from "../store/types.ts";
+import type { CaptureControl } from "./control.ts";
+
+export interface EntrySink {
+  add(e: NewEntry): number;
+}
+
+/**
+ * Capture: decides at the start of each flow whether it is recorded (capture on, host not ignored), lets the core
+ * keep capped body copies, and writes the finished flow (or failure) to the capture store. Runs first in
+ * requestHeaders (so later addons can opt a flow out) and last in response/error.
+ */
+export class CaptureAddon implements Addon {
+  readonly name = "capture";
+  private readonly storedListeners = new Set<(flow: Flow, id: number) => void>();
+
+  /** Be told the new entry id when a flow is stored (replay, WebSocket logId); returns an unsubscribe. */
+  onStored(listener: (flow: Flow, id: number) => void): () => void {
+    this.storedListeners.add(listener);
+    return () => this.storedListeners.delete(listener);
+  }
+
+  constructor(
+    private readonly control: CaptureControl,
+    private readonly store: EntrySink,
+    private readonly isIgnoredClient: (label: string) => boolean,
+  ) {}
+
+  /**
+   * The client label is resolved when the connection opens; the first flow on a connection waits for it here
+   * (a /proc lookup, well under a millisecond), so ignored clients are decided up front and the entry can be
+   * written synchronously when the response ends — a client that got its response finds the entry in the API.
+   */
+  requestHeaders(flow: Flow): void | Promise<void> {
+    if (!this.control.capturing) {
+      flow.capture = false;
+      return;
+    }
+    const label = flow.client.resolvedLabel;
+    if (label !== undefined) {
+      flow.capture = !this.isIgnoredClient(label);
+      return;
+    }
+    return flow.client.label.then(
+      (l) => {
+        flow.client.resolvedLabel ??= l;
+        flow.capture = this.control.capturing && !this.isIgnoredClient(l);
+      },
+      () => {
+        flow.client.resolvedLabel ??= flow.client.addr;
+        flow.capture = this.control.capturing && !this.isIgnoredClient(flow.client.addr);
+      },
+    );
+  }
+
+  response(flow: Flow): void {
+    this.record(flow);
+  }
+
+  error(flow: Flow): void {
+    this.record(flow);
+  }
+
+  private record(flow: Flow): void {
+    if (!flow.capture || !this.control.capturing) return;
+    const label = flow.client.resolvedLabel ?? flow.client.addr;
+    const id = this.store.add(toEntry(flow, label));
+    flow.entryId = id;
+    for (const l of this.storedListeners) l(flow, id);
+  }
+}
+
+export function toEntry(flow: Flow, label: string): NewEntry {
+  const res = flow.response;
+  const extra: Record<string, unknown> = { ...flow.extra };
+  if (flow.url !== flow.originalUrl) extra.original_url = flow.originalUrl;
+  if (res && res.reason) extra.reason = res.reason;
+  return {
+    method: flow.request.method,
+    url: flow.url,
+    host: flow.request.host,
+    status_code: res?.status ?? 0,
+    content_type: (res && getHeader(res.headers, "content-type")) ?? "",
+    duration_ms: flow.durationMs || Math.round(performance.now() - flow.t0),
+    timestamp: flow.startedAt,
+    client_addr: label,
+    has_response: res !== null,
+    req_headers: flow.request.headers,
+    res_headers: res?.headers ?? [],
+    req_body: flow.reqBody.bytes(),
+    req_body_size: flow.reqBody.size,
+    res_body: flow.resBody.bytes(),
+    res_body_size: flow.resBody.size,
+    error: flow.error ?? undefined,
+    extra,
+  };
+}

@@ -1,0 +1,74 @@
+import { parseArgs } from "node:util";
+import { existsSync } from "node:fs";
+import { DEFAULTS, type ServiceConfig } from "../service/config.ts";
+import { resolveDataDir } from "../service/datadir.ts";
+
+export class UsageError extends Error {}
+
+export const START_USAGE = `usage: tapwire start [options]
+
+  --data-dir DIR            data directory (default: $TAPWIRE_DATA_DIR, else the per-user data folder)
+  --port N                  proxy port (default ${DEFAULTS.proxyPort}; 0 picks a free port)
+  --listen-host ADDR        proxy address (default ${DEFAULTS.listenHost})
+  --api-port N              management API port on 127.0.0.1 (default 0: a random free port)
+  --body-limit BYTES        captured copy of each body is capped here (default ${DEFAULTS.bodyLimit}; suffixes k, m)
+  --max-entries N           capture store bound, oldest evicted (default ${DEFAULTS.maxEntries})
+  --upstream-insecure       do not verify upstream TLS certificates
+  --upstream-ca FILE        also trust this PEM CA for upstream TLS (repeatable)
+  --intercept-timeout SECS  paused flows resume by themselves after this (default ${DEFAULTS.interceptTimeoutSec})
+  --connect-timeout SECS    upstream connect timeout (default ${DEFAULTS.connectTimeoutSec})
+  --idle-timeout SECS       upstream silence before the flow fails (default ${DEFAULTS.idleTimeoutSec})
+  --mock-port N             also start the mock listener on this port`;
+
+function int(name: string, v: string | undefined, def: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (v === undefined) return def;
+  const m = /^(\d+)([kKmMgG]?)$/.exec(v.trim());
+  if (!m) throw new UsageError(`--${name} takes a whole number, got '${v}'`);
+  const mult = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g"];
+  const n = Number(m[1]) * mult;
+  if (n < min || n > max) throw new UsageError(`--${name} must be between ${min} and ${max}, got ${v}`);
+  return n;
+}
+
+export function parseStartArgs(argv: string[], env: Record<string, string | undefined> = process.env): ServiceConfig {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        "data-dir": { type: "string" },
+        port: { type: "string" },
+        "listen-host": { type: "string" },
+        "api-port": { type: "string" },
+        "body-limit": { type: "string" },
+        "max-entries": { type: "string" },
+        "upstream-insecure": { type: "boolean" },
+        "upstream-ca": { type: "string", multiple: true },
+        "intercept-timeout": { type: "string" },
+        "connect-timeout": { type: "string" },
+        "idle-timeout": { type: "string" },
+        "mock-port": { type: "string" },
+      },
+    }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const upstreamCa = values["upstream-ca"] ?? [];
+  for (const f of upstreamCa) if (!existsSync(f)) throw new UsageError(`--upstream-ca: no such file ${f}`);
+  return {
+    dataDir: resolveDataDir(values["data-dir"], env),
+    apiPort: int("api-port", values["api-port"], DEFAULTS.apiPort, 0, 65535),
+    proxyPort: int("port", values.port, DEFAULTS.proxyPort, 0, 65535),
+    listenHost: values["listen-host"] ?? DEFAULTS.listenHost,
+    bodyLimit: int("body-limit", values["body-limit"], DEFAULTS.bodyLimit, 0),
+    maxEntries: int("max-entries", values["max-entries"], DEFAULTS.maxEntries, 1),
+    upstreamInsecure: values["upstream-insecure"] ?? false,
+    upstreamCa,
+    interceptTimeoutSec: int("intercept-timeout", values["intercept-timeout"], DEFAULTS.interceptTimeoutSec, 1),
+    connectTimeoutSec: int("connect-timeout", values["connect-timeout"], DEFAULTS.connectTimeoutSec, 1),
+    idleTimeoutSec: int("idle-timeout", values["idle-timeout"], DEFAULTS.idleTimeoutSec, 1),
+    mockPort: values["mock-port"] === undefined ? null : int("mock-port", values["mock-port"], 9100, 0, 65535),
+  };
+}

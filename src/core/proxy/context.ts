@@ -1,0 +1,32 @@
+import type { LeafCertCache } from "../tls/leaf.ts";
+import type { Pipeline } from "../../pipeline/pipeline.ts";
+import type { Flow } from "../../pipeline/flow.ts";
+import type { UpstreamPool } from "./upstream.ts";
+
+/** Observes a WebSocket connection relayed after a 101 (frames are parsed beside the byte-for-byte relay). */
+export interface WebSocketTap {
+  /** Bytes from the client (dir "out"). */
+  clientBytes(data: Uint8Array): void;
+  /** Bytes from the server (dir "in"). */
+  serverBytes(data: Uint8Array): void;
+  closed(): void;
+}
+
+/** What every client session shares: the pipeline, the upstream pool, certificates and limits. */
+export interface ProxyContext {
+  pipeline: Pipeline;
+  pool: UpstreamPool;
+  leafCerts: LeafCertCache;
+  /** Cap of the captured copy of each body. */
+  bodyLimit: number;
+  /** Largest body the proxy will hold whole for an addon that asked for buffering. */
+  maxBufferedBody: number;
+  /** Client label for a new connection. */
+  label(remoteAddr: string, remotePort: number): Promise<string>;
+  /** Called after a 101 to a WebSocket upgrade; returns a tap or null. */
+  webSocketOpened?(flow: Flow): WebSocketTap | null;
+  /** Open client sessions, so stop() can close them. */
+  sessions: Set<{ destroy(): void }>;
+  /** Idle timeout for client connections between requests, seconds. */
+  clientIdleSec: number;
+}

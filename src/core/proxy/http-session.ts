@@ -1,0 +1,930 @@
+import type { Socket } from "bun";
+import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
+import { encodeChunk, LAST_CHUNK, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
+import { getHeader, hasToken, removeHeader, stripHopByHop, wantsKeepAlive } from "../http1/headers.ts";
+import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { peekClientHello } from "../tls/client-hello.ts";
+import { defaultPort, Flow, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
+import type { ProxyContext, WebSocketTap } from "./context.ts";
+import { concatAll, concatBytes, Endpoint, HIGH_WATER } from "./endpoint.ts";
+import { UpstreamError, type UpstreamConn, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
+import { openTunnel, type Tunnel } from "./tunnel.ts";
+
+const EMPTY = new Uint8Array(0);
+const CONNECT_OK = new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n");
+/** ALPN protocol list in wire format: only HTTP/1.1 is offered to clients. */
+const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")]);
+const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
+/** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
+const MAX_HELD = 256 * 1024;
+
+type BodyDecoder = ChunkedDecoder | LengthDecoder;
+
+/** Where origin-form requests go on a connection that came through CONNECT. */
+interface DefaultTarget {
+  scheme: Scheme;
+  host: string;
+  port: number;
+  servername?: string;
+}
+
+type Mode = "http" | "peek" | "tunnel" | "upgraded" | "websocket" | "closed";
+type ReqState = "idle" | "hooks" | "collect" | "connecting" | "stream" | "done";
+type ResState = "none" | "head" | "hooks" | "body" | "collect" | "done";
+
+/** Handlers shared by every accepted client socket (plain and TLS); the session lives in socket.data. */
+export const clientSocketHandlers = {
+  data(s: Socket<HttpSession>, d: Uint8Array) {
+    s.data.onClientData(d);
+  },
+  drain(s: Socket<HttpSession>) {
+    s.data.onClientDrain();
+  },
+  close(s: Socket<HttpSession>) {
+    s.data?.onClientClose();
+  },
+  end(s: Socket<HttpSession>) {
+    s.data?.onClientEnd();
+  },
+  error(s: Socket<HttpSession>) {
+    s.data?.onClientClose();
+  },
+  timeout(s: Socket<HttpSession>) {
+    s.data?.onClientTimeout();
+  },
+  handshake(s: Socket<HttpSession>, success: boolean) {
+    if (!success) s.data?.onClientClose();
+  },
+};
+
+/**
+ * One client connection speaking HTTP/1.1 to the proxy: absolute-form requests on the listener, origin-form ones
+ * inside an intercepted CONNECT. It turns bytes into flow events for the pipeline and streams bodies between the
+ * client and a pooled upstream connection with backpressure, keeping capped copies for capture.
+ */
+export class HttpSession implements UpstreamOwner {
+  readonly ep: Endpoint;
+  private mode: Mode = "http";
+  private buf: Uint8Array = EMPTY;
+  private held = false;
+  /** Set when the connection must close after the current response. */
+  private closeAfter = false;
+  private clientEnded = false;
+
+  // current exchange
+  private flow: Flow | null = null;
+  private reqState: ReqState = "idle";
+  private reqDecoder: BodyDecoder | null = null;
+  private reqChunkedOut = false;
+  private reqParts: Uint8Array[] = [];
+  private reqPartsSize = 0;
+  private reqBodyBytesSent = 0;
+  private clientKeepAlive = true;
+  private expectContinue = false;
+  private upstream: UpstreamConn | null = null;
+  private retried = false;
+  private resState: ResState = "none";
+  private resBuf: Uint8Array = EMPTY;
+  private resFraming: Framing = { kind: "none" };
+  private resDecoder: BodyDecoder | null = null;
+  private resChunkedOut = false;
+  private resHeadSent = false;
+  private resBytes = 0;
+  private resParts: Uint8Array[] = [];
+  private resPartsSize = 0;
+  private wsTap: WebSocketTap | null = null;
+  private tunnel: Tunnel | null = null;
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    socket: Socket<HttpSession>,
+    private readonly client: ClientInfo,
+    private target: DefaultTarget | null,
+  ) {
+    this.ep = new Endpoint(socket);
+    socket.data = this;
+    ctx.sessions.add(this);
+    this.ep.onDrain = () => this.onClientWritable();
+    socket.timeout(ctx.clientIdleSec);
+  }
+
+  // ------------------------------------------------------------------ client socket events
+
+  onClientData(d: Uint8Array): void {
+    switch (this.mode) {
+      case "http":
+        return this.onHttpBytes(d);
+      case "peek":
+        this.buf = concatBytes(this.buf, d);
+        return this.peekAfterConnect();
+      case "tunnel":
+        return this.tunnel?.clientBytes(d);
+      case "websocket":
+        this.wsTap?.clientBytes(d);
+        if (this.upstream && !this.upstream.ep.write(d)) this.ep.pause();
+        return;
+      default:
+        return; // "upgraded": the raw socket under TLS still sees ciphertext; "closed": ignore
+    }
+  }
+
+  onClientDrain(): void {
+    this.ep.handleDrain();
+  }
+
+  /** The client socket can take more: resume whatever feeds it. */
+  private onClientWritable(): void {
+    this.upstream?.ep.resume();
+  }
+
+  onClientEnd(): void {
+    this.clientEnded = true;
+    if (this.mode === "tunnel") return this.tunnel?.clientEnded();
+    if (this.mode === "websocket") {
+      this.upstream?.ep.end();
+      return;
+    }
+    // A half-close between requests ends the connection; mid-request it is a hang-up.
+    if (this.reqState === "idle" || this.reqState === "done") {
+      if (this.reqState === "idle") this.destroy();
+      else this.closeAfter = true;
+    } else {
+      this.onClientClose();
+    }
+  }
+
+  onClientTimeout(): void {
+    // Only armed between exchanges (and in WebSocket relays, where the upstream side has its own timer).
+    if (this.mode === "websocket") return;
+    if (this.reqState === "idle") this.destroy();
+  }
+
+  onClientClose(): void {
+    if (this.mode === "closed") return;
+    if (this.mode === "tunnel") {
+      this.mode = "closed";
+      this.tunnel?.clientClosed();
+      return;
+    }
+    const wasWs = this.mode === "websocket";
+    this.mode = "closed";
+    this.ep.closed = true;
+    this.ctx.sessions.delete(this);
+    const flow = this.flow;
+    if (wasWs) {
+      this.wsTap?.closed();
+      this.wsTap = null;
+      if (this.upstream) this.upstream.pool.drop(this.upstream);
+      this.upstream = null;
+      return;
+    }
+    if (flow && !(this.reqState === "idle")) {
+      if (this.upstream) {
+        this.upstream.pool.drop(this.upstream);
+        this.upstream = null;
+      }
+      if (this.resState !== "done") {
+        flow.error ??= "client disconnected";
+        flow.onClientGone?.();
+        this.finishFailed(flow);
+      }
+    }
+    this.flow = null;
+  }
+
+  destroy(): void {
+    this.ep.destroy();
+    this.onClientClose();
+  }
+
+  // ------------------------------------------------------------------ request side
+
+  private onHttpBytes(d: Uint8Array): void {
+    switch (this.reqState) {
+      case "idle":
+        this.buf = this.buf.length ? concatBytes(this.buf, d) : d;
+        return this.parseNext();
+      case "stream":
+      case "collect":
+        return this.pushRequestBody(d);
+      default:
+        // hooks running, connecting, or waiting for the response: hold the bytes
+        this.buf = this.buf.length ? concatBytes(this.buf, d) : d;
+        if (this.buf.length > MAX_HELD) this.ep.pause();
+    }
+  }
+
+  private parseNext(): void {
+    if (this.mode !== "http" || this.reqState !== "idle" || this.buf.length === 0) return;
+    let parsed: { head: RequestHead; end: number } | null;
+    try {
+      parsed = parseRequestHead(this.buf);
+    } catch (e) {
+      return this.refuse(e);
+    }
+    if (!parsed) return; // need more bytes
+    const rest = this.buf.subarray(parsed.end);
+    this.buf = rest;
+    try {
+      this.onRequestHead(parsed.head);
+    } catch (e) {
+      this.refuse(e);
+    }
+  }
+
+  /** A malformed request: answer 400 (or the parser's status) to this client only and close. */
+  private refuse(e: unknown): void {
+    const status = e instanceof HttpParseError ? e.status : 400;
+    const msg = e instanceof Error ? e.message : String(e);
+    this.flow = null;
+    this.reqState = "done";
+    this.sendPlain(status, `tapwire: bad request: ${msg}\n`, true);
+  }
+
+  private onRequestHead(head: RequestHead): void {
+    const t = parseTarget(head.method, head.target);
+    if (head.method === "CONNECT") {
+      if (this.target) throw new HttpParseError("CONNECT inside a CONNECT tunnel is not supported", 400);
+      return this.onConnect(t.host!, t.port!);
+    }
+    let scheme: Scheme;
+    let host: string;
+    let port: number;
+    let path = t.path;
+    if (t.form === "absolute") {
+      scheme = t.scheme === "https" || t.scheme === "wss" ? "https" : "http";
+      host = t.host!;
+      port = t.port!;
+      if (this.target && this.target.scheme === "https" && scheme === "http") scheme = "https";
+    } else if (this.target) {
+      scheme = this.target.scheme;
+      host = this.target.host;
+      port = this.target.port;
+      if (t.form === "asterisk") path = "*";
+    } else {
+      throw new HttpParseError("tapwire is a proxy: send absolute-form requests (http://host/path) or CONNECT", 400);
+    }
+    const framing = requestFraming(head);
+    const flow = new Flow(this.client, { method: head.method, scheme, host, port, path, version: head.version, headers: head.headers, body: null }, this.ctx.bodyLimit);
+    this.flow = flow;
+    this.clientKeepAlive = wantsKeepAlive(head.version, head.headers);
+    this.expectContinue = hasToken(head.headers, "expect", "100-continue");
+    flow.websocket = hasToken(head.headers, "upgrade", "websocket") && hasToken(head.headers, "connection", "upgrade");
+    this.reqDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
+    this.reqParts = [];
+    this.reqPartsSize = 0;
+    this.reqBodyBytesSent = 0;
+    this.retried = false;
+    this.resState = "none";
+    this.resHeadSent = false;
+    this.resBytes = 0;
+    this.resParts = [];
+    this.resPartsSize = 0;
+    this.ep.socket.timeout(0);
+    this.reqState = "hooks";
+    this.after(this.ctx.pipeline.run("requestHeaders", flow), () => this.afterRequestHeaders(flow));
+  }
+
+  /** Run `next` now if the hook finished synchronously, else when its promise settles. */
+  private after(r: void | Promise<void>, next: () => void): void {
+    if (r === undefined) return next();
+    (r as Promise<void>).then(next, (e) => this.addonFailed(e));
+  }
+
+  private addonFailed(e: unknown): void {
+    const flow = this.flow;
+    if (!flow || this.mode === "closed") return;
+    flow.error = `addon error: ${e instanceof Error ? e.message : String(e)}`;
+    this.failWith502(flow, flow.error);
+  }
+
+  private afterRequestHeaders(flow: Flow): void {
+    if (this.flow !== flow || this.mode === "closed") return;
+    if (flow.response || flow.bufferRequest) {
+      // The body is needed whole (buffering addon), or must be read off the wire before an addon's answer.
+      if (this.reqDecoder) {
+        if (this.expectContinue && !flow.response) this.ep.write(CONTINUE_100);
+        if (flow.response && this.expectContinue) {
+          // The client waits for 100 before sending a body we do not need: answer and close.
+          this.closeAfter = true;
+          this.reqDecoder = null;
+          return this.afterRequestBody(flow);
+        }
+        this.reqState = "collect";
+        const b = this.buf;
+        this.buf = EMPTY;
+        if (b.length) this.pushRequestBody(b);
+        return;
+      }
+      return this.afterRequestBody(flow);
+    }
+    this.reqState = "hooks";
+    this.after(this.ctx.pipeline.run("request", flow), () => this.forward(flow));
+  }
+
+  /** Collected (or no) body: run the request hooks with it, then answer or forward. */
+  private afterRequestBody(flow: Flow): void {
+    if (this.flow !== flow || this.mode === "closed") return;
+    if (this.reqParts.length) flow.request.body = concatAll(this.reqParts, this.reqPartsSize);
+    else if (flow.bufferRequest) flow.request.body = EMPTY;
+    this.reqParts = [];
+    this.reqState = "hooks";
+    if (flow.response) return this.answerFromAddon(flow);
+    this.after(this.ctx.pipeline.run("request", flow), () => this.forward(flow));
+  }
+
+  private pushRequestBody(d: Uint8Array): void {
+    const dec = this.reqDecoder;
+    const flow = this.flow;
+    if (!dec || !flow) return;
+    let out;
+    try {
+      out = dec.push(d);
+    } catch (e) {
+      // bad chunking from the client: 400 if we have not answered yet, else just close
+      if (this.upstream) this.upstream.pool.drop(this.upstream);
+      this.upstream = null;
+      flow.error = `bad request body: ${(e as Error).message}`;
+      if (!this.resHeadSent) {
+        this.finishFailed(flow);
+        return this.refuse(e);
+      }
+      return this.destroy();
+    }
+    if (this.reqState === "collect") {
+      for (const p of out.data) {
+        this.reqPartsSize += p.length;
+        if (this.reqPartsSize > this.ctx.maxBufferedBody) {
+          flow.error = `request body larger than ${this.ctx.maxBufferedBody} bytes cannot be held for an addon`;
+          this.finishFailed(flow);
+          this.reqState = "done";
+          return this.sendPlain(413, `tapwire: ${flow.error}\n`, true);
+        }
+        this.reqParts.push(p.slice());
+      }
+      if (out.done) {
+        this.reqDecoder = null;
+        this.buf = out.rest ?? EMPTY;
+        this.afterRequestBody(flow);
+      }
+      return;
+    }
+    // streaming to upstream
+    const up = this.upstream!;
+    let ok = true;
+    for (const p of out.data) {
+      if (flow.capture) flow.reqBody.add(p);
+      this.reqBodyBytesSent += p.length;
+      ok = up.ep.write(this.reqChunkedOut ? encodeChunk(p) : p) && ok;
+    }
+    if (out.done) {
+      if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
+      this.reqDecoder = null;
+      this.reqState = "done";
+      if (out.rest && out.rest.length) {
+        this.buf = out.rest;
+        if (this.buf.length > MAX_HELD) this.ep.pause();
+      }
+      this.maybeFinish();
+    } else if (!ok) {
+      this.ep.pause();
+      up.ep.onDrain = () => this.ep.resume();
+    }
+  }
+
+  // ------------------------------------------------------------------ upstream
+
+  private forward(flow: Flow): void {
+    if (this.flow !== flow || this.mode === "closed") return;
+    if (flow.response) return this.answerFromAddon(flow);
+    const r = flow.request;
+    const target: UpstreamTarget = {
+      scheme: r.scheme,
+      host: r.host,
+      port: r.port,
+      servername: this.target && this.target.host === r.host && this.target.port === r.port ? this.target.servername : undefined,
+    };
+    const idle = this.ctx.pool.takeIdle(target);
+    if (idle) return this.sendRequest(flow, idle);
+    this.reqState = "connecting";
+    this.ctx.pool.connect(target).then(
+      (conn) => {
+        if (this.flow !== flow || this.mode === "closed") return conn.pool.release(conn);
+        this.sendRequest(flow, conn);
+      },
+      (e: UpstreamError) => {
+        if (this.flow !== flow || this.mode === "closed") return;
+        flow.error = e.message;
+        this.failWith502(flow, e.message);
+      },
+    );
+  }
+
+  private sendRequest(flow: Flow, conn: UpstreamConn): void {
+    conn.owner = this;
+    conn.uses++;
+    this.upstream = conn;
+    conn.ep.onDrain = null;
+    this.resState = "head";
+    this.resBuf = EMPTY;
+    const r = flow.request;
+    const headers = stripHopByHop(r.headers);
+    if (!getHeader(headers, "host")) headers.unshift(["Host", hostHeader(r.scheme, r.host, r.port)]);
+    const body = r.body;
+    if (body !== null) {
+      // buffered (possibly rewritten) body: frame it with its real length
+      removeHeader(headers, "content-length");
+      removeHeader(headers, "expect");
+      if (body.length > 0 || methodHasBody(r.method)) headers.push(["Content-Length", String(body.length)]);
+      this.reqChunkedOut = false;
+    } else if (this.reqDecoder instanceof ChunkedDecoder) {
+      removeHeader(headers, "content-length");
+      headers.push(["Transfer-Encoding", "chunked"]);
+      this.reqChunkedOut = true;
+    } else {
+      this.reqChunkedOut = false;
+    }
+    if (flow.websocket) {
+      headers.push(["Connection", "Upgrade"]);
+      const up = getHeader(r.headers, "upgrade");
+      headers.push(["Upgrade", up ?? "websocket"]);
+    }
+    let head: Uint8Array;
+    try {
+      head = serializeRequestHead({ method: r.method, target: r.path, version: "HTTP/1.1", headers });
+    } catch (e) {
+      conn.pool.release(conn);
+      this.upstream = null;
+      flow.error = `cannot send the request: ${(e as Error).message}`;
+      return this.failWith502(flow, flow.error);
+    }
+    if (body !== null) {
+      if (flow.capture) flow.reqBody.add(body);
+      conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
+      if (body.length >= 16384) conn.ep.write(body);
+      this.reqState = "done";
+    } else if (this.reqDecoder) {
+      conn.ep.write(head);
+      this.reqState = "stream";
+      const b = this.buf;
+      this.buf = EMPTY;
+      if (b.length) this.pushRequestBody(b);
+    } else {
+      conn.ep.write(head);
+      this.reqState = "done";
+    }
+    this.ep.resume();
+  }
+
+  onUpstreamDrain(): void {
+    // the upstream endpoint already flushed its queue; its onDrain resumes the client
+  }
+
+  onUpstreamData(d: Uint8Array): void {
+    const flow = this.flow;
+    if (!flow) return;
+    if (this.mode === "websocket") {
+      this.wsTap?.serverBytes(d);
+      if (!this.ep.write(d)) this.upstream?.ep.pause();
+      return;
+    }
+    switch (this.resState) {
+      case "head":
+        this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
+        return this.parseResponse(flow);
+      case "body":
+      case "collect":
+        return this.pushResponseBody(flow, d);
+      case "hooks":
+        this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
+        this.upstream?.ep.pause();
+        return;
+      default:
+        // bytes after the response ended: the upstream connection is out of step
+        if (this.upstream) {
+          this.upstream.pool.drop(this.upstream);
+          this.upstream = null;
+        }
+    }
+  }
+
+  private parseResponse(flow: Flow): void {
+    for (;;) {
+      let parsed: { head: ResponseHead; end: number } | null;
+      try {
+        parsed = parseResponseHead(this.resBuf);
+      } catch (e) {
+        flow.error = `bad response from upstream: ${(e as Error).message}`;
+        return this.failWith502(flow, flow.error);
+      }
+      if (!parsed) return;
+      const head = parsed.head;
+      this.resBuf = this.resBuf.subarray(parsed.end);
+      if (head.status >= 100 && head.status < 200 && head.status !== 101) {
+        // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
+        if (!(head.status === 100 && flow.request.body !== null)) {
+          this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
+        }
+        continue;
+      }
+      let framing: Framing;
+      try {
+        framing = head.status === 101 ? { kind: "none" } : responseFraming(flow.request.method, head);
+      } catch (e) {
+        flow.error = `bad response from upstream: ${(e as Error).message}`;
+        return this.failWith502(flow, flow.error);
+      }
+      this.resFraming = framing;
+      this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
+      flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
+      if (!wantsKeepAlive(head.version, head.headers)) this.upstreamReusable = false;
+      this.resState = "hooks";
+      this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
+      return;
+    }
+  }
+
+  private upstreamReusable = true;
+
+  private afterResponseHeaders(flow: Flow): void {
+    if (this.flow !== flow || this.mode === "closed") return;
+    const res = flow.response!;
+    if (res.status === 101 && flow.websocket) return this.switchToWebSocket(flow);
+    if (flow.bufferResponse && this.resFraming.kind !== "none") {
+      this.resState = "collect";
+    } else {
+      this.sendResponseHead(flow, null);
+      this.resState = "body";
+      if (this.resFraming.kind === "none") return this.responseComplete(flow);
+    }
+    const b = this.resBuf;
+    this.resBuf = EMPTY;
+    this.upstream?.ep.resume();
+    if (b.length) this.pushResponseBody(flow, b);
+    else if (this.resState === "collect" && this.resFraming.kind === "length" && this.resFraming.length === 0) this.responseBodyCollected(flow);
+  }
+
+  /** Write the response head to the client, with framing for either a known body or the streamed one. */
+  private sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
+    const res = flow.response!;
+    const headers = stripHopByHop(res.headers);
+    const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || (res.status >= 100 && res.status < 200);
+    this.resChunkedOut = false;
+    let closeDelimited = false;
+    if (wholeBody !== null) {
+      if (!noBody) {
+        removeHeader(headers, "content-length");
+        headers.push(["Content-Length", String(wholeBody.length)]);
+      }
+    } else if (!noBody) {
+      const f = this.resFraming;
+      if (f.kind === "chunked" || (f.kind === "close" && flow.request.version === "HTTP/1.1")) {
+        removeHeader(headers, "content-length");
+        headers.push(["Transfer-Encoding", "chunked"]);
+        this.resChunkedOut = true;
+      } else if (f.kind === "close") {
+        closeDelimited = true;
+      } else if (f.kind === "length") {
+        removeHeader(headers, "content-length");
+        headers.push(["Content-Length", String(f.length)]);
+      } else if (f.kind === "none" && !getHeader(headers, "content-length")) {
+        headers.push(["Content-Length", "0"]);
+      }
+    }
+    const keep = this.clientKeepAlive && !this.closeAfter && !closeDelimited && !this.clientEnded;
+    if (!keep) {
+      this.closeAfter = true;
+      headers.push(["Connection", "close"]);
+    } else if (flow.request.version === "HTTP/1.0") {
+      headers.push(["Connection", "keep-alive"]);
+    }
+    let head: Uint8Array;
+    try {
+      head = serializeResponseHead({ version: "HTTP/1.1", status: res.status, reason: res.reason, headers });
+    } catch (e) {
+      head = serializeResponseHead({ version: "HTTP/1.1", status: 502, reason: "Bad Gateway", headers: [["Content-Length", "0"], ["Connection", "close"]] });
+      this.closeAfter = true;
+      flow.error = `invalid response head: ${(e as Error).message}`;
+    }
+    this.resHeadSent = true;
+    if (wholeBody !== null && !noBody && wholeBody.length > 0) {
+      if (wholeBody.length < 16384) this.ep.write(concatBytes(head, wholeBody));
+      else {
+        this.ep.write(head);
+        this.ep.write(wholeBody);
+      }
+    } else {
+      this.ep.write(head);
+    }
+  }
+
+  private pushResponseBody(flow: Flow, d: Uint8Array): void {
+    let data: Uint8Array[];
+    let done: boolean;
+    if (this.resDecoder) {
+      let out;
+      try {
+        out = this.resDecoder.push(d);
+      } catch (e) {
+        flow.error = `bad response body from upstream: ${(e as Error).message}`;
+        if (!this.resHeadSent) return this.failWith502(flow, flow.error);
+        this.finishFailed(flow);
+        return this.destroy();
+      }
+      data = out.data;
+      done = out.done;
+      if (out.rest && out.rest.length) this.upstreamReusable = false;
+    } else {
+      data = [d]; // read until close
+      done = false;
+    }
+    if (this.resState === "collect") {
+      for (const p of data) {
+        this.resPartsSize += p.length;
+        if (this.resPartsSize > this.ctx.maxBufferedBody) {
+          flow.error = `response body larger than ${this.ctx.maxBufferedBody} bytes cannot be held for an addon`;
+          return this.failWith502(flow, flow.error);
+        }
+        this.resParts.push(p.slice());
+      }
+      if (done) this.responseBodyCollected(flow);
+      return;
+    }
+    let ok = true;
+    for (const p of data) {
+      this.resBytes += p.length;
+      if (flow.capture) flow.resBody.add(p);
+      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+    }
+    if (done) return this.responseComplete(flow);
+    if (!ok) this.upstream?.ep.pause();
+  }
+
+  private responseBodyCollected(flow: Flow): void {
+    const res = flow.response!;
+    res.body = concatAll(this.resParts, this.resPartsSize);
+    this.resParts = [];
+    this.resBytes = res.body.length;
+    this.resState = "hooks";
+    this.after(this.ctx.pipeline.run("response", flow), () => {
+      if (this.flow !== flow || this.mode === "closed") return;
+      const body = flow.response!.body ?? EMPTY;
+      if (flow.capture) flow.resBody.add(body);
+      this.sendResponseHead(flow, body);
+      this.resState = "done";
+      this.endExchange(flow, false);
+    });
+  }
+
+  private responseComplete(flow: Flow): void {
+    if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+    this.resState = "done";
+    this.endExchange(flow, true);
+  }
+
+  /** The response was fully sent: run the response hooks (streamed flows), recycle connections, go on. */
+  private endExchange(flow: Flow, runResponseHooks: boolean): void {
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const up = this.upstream;
+    this.upstream = null;
+    if (up) {
+      up.ep.onDrain = null;
+      if (this.reqState === "done" && this.upstreamReusable && this.resFraming.kind !== "close") up.pool.release(up);
+      else up.pool.drop(up);
+    }
+    this.upstreamReusable = true;
+    if (runResponseHooks) {
+      const r = this.ctx.pipeline.run("response", flow);
+      if (r) r.catch(() => {});
+    }
+    this.maybeFinish();
+  }
+
+  /** Both directions done: ready for the next request on this connection (or close). */
+  private maybeFinish(): void {
+    if (this.resState !== "done" || this.mode !== "http") return;
+    if (this.reqState !== "done") {
+      // the response ended before the request body did: this connection cannot be reused
+      this.closeAfter = true;
+    }
+    this.flow = null;
+    if (this.closeAfter || this.clientEnded) {
+      this.mode = "closed";
+      this.ctx.sessions.delete(this);
+      this.ep.end();
+      return;
+    }
+    this.reqState = "idle";
+    this.resState = "none";
+    this.ep.socket.timeout(this.ctx.clientIdleSec);
+    this.ep.resume();
+    if (this.buf.length) this.parseNext();
+  }
+
+  onUpstreamClose(err: UpstreamError | null): void {
+    const flow = this.flow;
+    const conn = this.upstream;
+    this.upstream = null;
+    if (!flow || this.mode === "closed") return;
+    if (this.mode === "websocket") {
+      this.wsTap?.closed();
+      this.wsTap = null;
+      this.ep.end();
+      this.mode = "closed";
+      this.ctx.sessions.delete(this);
+      return;
+    }
+    if (this.resState === "body" && this.resFraming.kind === "close") return this.responseComplete(flow);
+    if (this.resState === "collect" && this.resFraming.kind === "close") return this.responseBodyCollected(flow);
+    // A pooled connection the server had already closed: retry once if nothing of the request body was lost.
+    if (conn && conn.uses > 1 && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
+      this.retried = true;
+      this.reqState = "hooks";
+      return this.forward(flow);
+    }
+    const why = err?.message ?? `${flow.request.host}:${flow.request.port} closed the connection ${this.resState === "head" ? "before responding" : "mid-response"}`;
+    flow.error = why;
+    if (!this.resHeadSent) return this.failWith502(flow, why);
+    this.finishFailed(flow);
+    this.destroy();
+  }
+
+  // ------------------------------------------------------------------ answers that do not come from upstream
+
+  private answerFromAddon(flow: Flow): void {
+    flow.answeredByAddon = true;
+    const res = flow.response!;
+    this.resState = "hooks";
+    this.resFraming = { kind: "none" };
+    const body = res.body ?? EMPTY;
+    this.after(this.ctx.pipeline.run("responseHeaders", flow), () => {
+      if (this.flow !== flow || this.mode === "closed") return;
+      this.after(this.ctx.pipeline.run("response", flow), () => {
+        if (this.flow !== flow || this.mode === "closed") return;
+        const b = flow.response!.body ?? body;
+        if (flow.capture) flow.resBody.add(b);
+        if (this.reqState !== "done" && this.reqDecoder) this.closeAfter = true; // unread request body
+        this.reqState = this.reqDecoder ? this.reqState : "done";
+        this.sendResponseHead(flow, b);
+        this.resState = "done";
+        this.endExchange(flow, false);
+      });
+    });
+  }
+
+  /** Upstream failed before any response byte reached the client: answer 502 naming the cause, record it. */
+  private failWith502(flow: Flow, why: string): void {
+    if (this.upstream) {
+      this.upstream.pool.drop(this.upstream);
+      this.upstream = null;
+    }
+    if (this.resHeadSent) {
+      this.finishFailed(flow);
+      return this.destroy();
+    }
+    const body = new TextEncoder().encode(`tapwire: ${why}\n`);
+    flow.response = { status: 502, reason: "Bad Gateway", version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
+    if (flow.capture) {
+      flow.resBody.reset();
+      flow.resBody.add(body);
+    }
+    if (this.reqState !== "done") this.closeAfter = true;
+    this.sendResponseHead(flow, body);
+    this.resState = "done";
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const r = this.ctx.pipeline.run("error", flow);
+    if (r) r.catch(() => {});
+    this.reqState = "done";
+    this.maybeFinish();
+  }
+
+  /** The flow failed after the client got (part of) a response, or the client left: record, no answer. */
+  private finishFailed(flow: Flow): void {
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const r = this.ctx.pipeline.run("error", flow);
+    if (r) r.catch(() => {});
+  }
+
+  private sendPlain(status: number, text: string, close: boolean): void {
+    const body = new TextEncoder().encode(text);
+    const headers: HeaderList = [
+      ["Content-Type", "text/plain; charset=utf-8"],
+      ["Content-Length", String(body.length)],
+    ];
+    if (close) headers.push(["Connection", "close"]);
+    this.ep.write(concatBytes(serializeResponseHead({ version: "HTTP/1.1", status, reason: statusReason(status), headers }), body));
+    if (close) {
+      this.mode = "closed";
+      this.ctx.sessions.delete(this);
+      this.ep.end();
+    }
+  }
+
+  // ------------------------------------------------------------------ CONNECT
+
+  private connectHost = "";
+  private connectPort = 0;
+
+  private onConnect(host: string, port: number): void {
+    this.reqState = "done";
+    const info = { host, port, clientAddr: this.client.addr, tunnel: false };
+    this.ctx.pipeline.connect(info);
+    this.connectHost = host;
+    this.connectPort = port;
+    const rest = this.buf;
+    this.buf = EMPTY;
+    if (info.tunnel) {
+      this.mode = "tunnel";
+      this.ep.socket.timeout(0);
+      this.tunnel = openTunnel(this.ctx, this.ep, host, port, rest);
+      return;
+    }
+    this.ep.write(CONNECT_OK);
+    this.mode = "peek";
+    this.buf = rest;
+    if (rest.length) this.peekAfterConnect();
+  }
+
+  /** Decide what the bytes after CONNECT are: a TLS ClientHello (intercept) or anything else (plain HTTP). */
+  private peekAfterConnect(): void {
+    const hello = peekClientHello(this.buf);
+    if (hello.tls && !hello.complete) return;
+    const bytes = this.buf;
+    this.buf = EMPTY;
+    if (hello.tls && !hello.error) {
+      const name = hello.sni && hello.sni.length ? hello.sni : this.connectHost;
+      let leaf;
+      try {
+        leaf = this.ctx.leafCerts.get(name);
+      } catch {
+        leaf = this.ctx.leafCerts.get(this.connectHost);
+      }
+      this.mode = "upgraded";
+      this.ctx.sessions.delete(this);
+      const raw = this.ep.socket as Socket<HttpSession>;
+      const target: DefaultTarget = { scheme: "https", host: this.connectHost, port: this.connectPort, servername: hello.sni || undefined };
+      const ctx = this.ctx;
+      const client = this.client;
+      raw.upgradeTLS({
+        data: undefined as unknown as HttpSession,
+        tls: { cert: leaf.cert, key: leaf.key, ALPNProtocols: ALPN_HTTP11 },
+        initialData: bytes,
+        socket: {
+          ...clientSocketHandlers,
+          open(s: Socket<HttpSession>) {
+            new HttpSession(ctx, s, client, target);
+          },
+        },
+      } as unknown as Parameters<typeof raw.upgradeTLS>[0]);
+      return;
+    }
+    // not TLS: plain HTTP to the CONNECT target
+    this.mode = "http";
+    this.target = { scheme: "http", host: this.connectHost, port: this.connectPort };
+    this.reqState = "idle";
+    this.flow = null;
+    this.buf = bytes;
+    this.parseNext();
+  }
+
+  // ------------------------------------------------------------------ WebSocket
+
+  private switchToWebSocket(flow: Flow): void {
+    this.sendResponseHeadRaw(flow);
+    this.mode = "websocket";
+    this.resState = "done";
+    this.reqState = "done";
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const r = this.ctx.pipeline.run("response", flow);
+    if (r) r.catch(() => {});
+    this.wsTap = this.ctx.webSocketOpened?.(flow) ?? null;
+    const up = this.upstream!;
+    up.ep.onDrain = () => this.ep.resume();
+    this.ep.onDrain = () => up.ep.resume();
+    this.ep.socket.timeout(0);
+    const held = this.buf;
+    this.buf = EMPTY;
+    if (held.length) this.onClientData(held);
+    const early = this.resBuf;
+    this.resBuf = EMPTY;
+    if (early.length) this.onUpstreamData(early);
+  }
+
+  /** A 101's head goes to the client with its Connection/Upgrade headers intact. */
+  private sendResponseHeadRaw(flow: Flow): void {
+    const res = flow.response!;
+    this.resHeadSent = true;
+    this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: res.status, reason: res.reason, headers: res.headers }));
+  }
+}
+
+function methodHasBody(method: string): boolean {
+  return method === "POST" || method === "PUT" || method === "PATCH";
+}
+
+function hostHeader(scheme: Scheme, host: string, port: number): string {
+  const h = host.includes(":") ? `[${host}]` : host;
+  return port === defaultPort(scheme) ? h : `${h}:${port}`;
+}
+
+export { HIGH_WATER };

@@ -1,0 +1,50 @@
+import type { Socket, TCPSocketListener } from "bun";
+import type { ProxyContext } from "./context.ts";
+import { clientSocketHandlers, HttpSession } from "./http-session.ts";
+import { normalizeIp } from "./client-label.ts";
+import type { ClientInfo } from "../../pipeline/flow.ts";
+
+/**
+ * The proxy's front door: a Bun.listen TCP listener (Bun.serve cannot take over CONNECT sockets or keep
+ * absolute-form URLs). Each accepted socket becomes an HttpSession.
+ */
+export class ProxyServer {
+  private listener: TCPSocketListener<HttpSession> | null = null;
+
+  constructor(private readonly ctx: ProxyContext) {}
+
+  listen(hostname: string, port: number): number {
+    const ctx = this.ctx;
+    this.listener = Bun.listen<HttpSession>({
+      hostname,
+      port,
+      socket: {
+        ...clientSocketHandlers,
+        open(s: Socket<HttpSession>) {
+          s.setNoDelay(true);
+          const addr = normalizeIp(s.remoteAddress);
+          const remotePort = (s as unknown as { remotePort: number }).remotePort;
+          const client: ClientInfo = { addr, port: remotePort, label: ctx.label(addr, remotePort) };
+          client.label.then(
+            (l) => (client.resolvedLabel = l),
+            () => (client.resolvedLabel = addr),
+          );
+          new HttpSession(ctx, s, client, null);
+        },
+      },
+    });
+    return this.listener.port;
+  }
+
+  get port(): number {
+    return this.listener?.port ?? 0;
+  }
+
+  stop(): void {
+    this.listener?.stop(true);
+    this.listener = null;
+    for (const s of [...this.ctx.sessions]) s.destroy();
+    this.ctx.sessions.clear();
+    this.ctx.pool.closeAll();
+  }
+}

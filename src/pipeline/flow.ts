@@ -1,0 +1,129 @@
+import type { HeaderList, HttpVersion } from "../core/http1/types.ts";
+
+export type Scheme = "http" | "https";
+
+/** The client end of a flow. */
+export interface ClientInfo {
+  /** Client IP (IPv4-mapped prefix stripped). */
+  addr: string;
+  port: number;
+  /** Client label (process name for loopback clients, else the IP); resolved once per connection. */
+  label: Promise<string>;
+  /** The label once resolved (set by the proxy when the promise settles). */
+  resolvedLabel?: string;
+}
+
+export interface FlowRequest {
+  method: string;
+  scheme: Scheme;
+  /** Host name or IP literal, without brackets or port. */
+  host: string;
+  port: number;
+  /** Origin-form target: path and query. */
+  path: string;
+  version: HttpVersion;
+  /** End-to-end headers in wire order with original casing, as they will go upstream. */
+  headers: HeaderList;
+  /** The whole body, only when the flow is buffered (an addon set `bufferRequest`) or an addon supplied one. */
+  body: Uint8Array | null;
+}
+
+export interface FlowResponse {
+  status: number;
+  reason: string;
+  version: HttpVersion;
+  headers: HeaderList;
+  /** The whole body, only when buffered or when an addon answered the flow itself. */
+  body: Uint8Array | null;
+}
+
+/** A capped copy of a body that streamed through, and its true size. */
+export class BodyCapture {
+  chunks: Uint8Array[] = [];
+  kept = 0;
+  size = 0;
+  constructor(readonly limit: number) {}
+  add(data: Uint8Array): void {
+    this.size += data.length;
+    if (this.kept >= this.limit) return;
+    const take = Math.min(data.length, this.limit - this.kept);
+    // copy: the source buffer may be reused or queued elsewhere
+    this.chunks.push(data.slice(0, take));
+    this.kept += take;
+  }
+  bytes(): Uint8Array | null {
+    if (this.size === 0) return null;
+    if (this.chunks.length === 1) return this.chunks[0]!;
+    const out = new Uint8Array(this.kept);
+    let o = 0;
+    for (const c of this.chunks) {
+      out.set(c, o);
+      o += c.length;
+    }
+    return out;
+  }
+  reset(): void {
+    this.chunks = [];
+    this.kept = 0;
+    this.size = 0;
+  }
+}
+
+let nextFlowId = 1;
+
+export function defaultPort(scheme: Scheme): number {
+  return scheme === "https" ? 443 : 80;
+}
+
+export function hostPort(scheme: Scheme, host: string, port: number): string {
+  const h = host.includes(":") ? `[${host}]` : host;
+  return port === defaultPort(scheme) ? h : `${h}:${port}`;
+}
+
+/**
+ * One request/response exchange as it moves through the addon pipeline.
+ * Addons read and change `request` and `response`; an addon that answers by itself sets `response`
+ * (with a body) during the request phase, and the remaining request-phase hooks are skipped.
+ */
+export class Flow {
+  readonly id = String(nextFlowId++);
+  readonly startedAt = Date.now();
+  readonly t0 = performance.now();
+  /** The URL as the client asked for it, before any rewrite. */
+  readonly originalUrl: string;
+  response: FlowResponse | null = null;
+  /** Set when the flow failed (upstream unreachable, aborted, client gone...). */
+  error: string | null = null;
+  /** Extra fields recorded into the captured entry (e.g. map_local_rule). */
+  readonly extra: Record<string, unknown> = {};
+  /** Whether the flow is stored; the capture addon decides in requestHeaders. */
+  capture = false;
+  /** Ask the core to read the whole request body before the `request` hooks (breakpoints, scripts...). */
+  bufferRequest = false;
+  /** Ask the core to read the whole response body before the `response` hooks and before sending it on. */
+  bufferResponse = false;
+  /** Set by the core when the response was produced by an addon, not by the upstream. */
+  answeredByAddon = false;
+  /** True when the flow is a WebSocket upgrade. */
+  websocket = false;
+  readonly reqBody: BodyCapture;
+  readonly resBody: BodyCapture;
+  /** ms since startedAt when the response finished (or the flow failed). */
+  durationMs = 0;
+  /** Id of the captured entry, once stored. */
+  entryId: number | null = null;
+  /** Called by the core if the client goes away while an addon holds the flow (intercepts). */
+  onClientGone: (() => void) | null = null;
+
+  constructor(readonly client: ClientInfo, public request: FlowRequest, bodyLimit: number) {
+    this.originalUrl = this.url;
+    this.reqBody = new BodyCapture(bodyLimit);
+    this.resBody = new BodyCapture(bodyLimit);
+  }
+
+  /** Absolute URL of the request as it stands now (default port omitted). */
+  get url(): string {
+    const r = this.request;
+    return `${r.scheme}://${hostPort(r.scheme, r.host, r.port)}${r.path}`;
+  }
+}

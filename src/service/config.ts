@@ -1,0 +1,37 @@
+/** Everything `tapwire start` can be told (CLI flags and environment), with defaults. */
+export interface ServiceConfig {
+  dataDir: string;
+  /** Management API port on 127.0.0.1; 0 = a random free port (the default). */
+  apiPort: number;
+  /** Proxy listener port; 0 = a free port. Default 8080. */
+  proxyPort: number;
+  /** Proxy listener address. Default 127.0.0.1. */
+  listenHost: string;
+  /** Cap of the captured copy of each body, in bytes. Default 1 MiB. */
+  bodyLimit: number;
+  /** Capture store bound; oldest entries are evicted. Default 100,000. */
+  maxEntries: number;
+  /** Skip upstream TLS verification. */
+  upstreamInsecure: boolean;
+  /** Extra CA certificates (PEM files) trusted for upstream TLS, on top of the system roots. */
+  upstreamCa: string[];
+  /** Seconds before a paused flow resumes by itself. Default 300. */
+  interceptTimeoutSec: number;
+  /** Upstream connect timeout, seconds. Default 10. */
+  connectTimeoutSec: number;
+  /** Upstream idle timeout (no bytes while waiting), seconds. Default 60. */
+  idleTimeoutSec: number;
+  /** Start the mock listener at launch on this port (null = not started). */
+  mockPort: number | null;
+}
+
+export const DEFAULTS = {
+  apiPort: 0,
+  proxyPort: 8080,
+  listenHost: "127.0.0.1",
+  bodyLimit: 1024 * 1024,
+  maxEntries: 100_000,
+  interceptTimeoutSec: 300,
+  connectTimeoutSec: 10,
+  idleTimeoutSec: 60,
+} as const;

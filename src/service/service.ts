@@ -1,0 +1,169 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import type { Server } from "bun";
+import { buildApi, type ApiApp, type RoutePlugin } from "../api/app.ts";
+import { CaptureControl } from "../capture/control.ts";
+import { captureRoutes } from "../capture/routes.ts";
+import { healthRoutes } from "../health/routes.ts";
+import { CaptureStore } from "../store/capture-store.ts";
+import { VERSION } from "../version.ts";
+import { adminRoutes } from "./admin-routes.ts";
+import { rootCertificates } from "node:tls";
+import { readFileSync } from "node:fs";
+import { CaptureAddon } from "../capture/addon.ts";
+import { ClientLabeler } from "../core/proxy/client-label.ts";
+import type { ProxyContext } from "../core/proxy/context.ts";
+import { ProxyServer } from "../core/proxy/server.ts";
+import { UpstreamPool } from "../core/proxy/upstream.ts";
+import { loadOrCreateCASync, type CA } from "../core/tls/ca.ts";
+import { LeafCertCache } from "../core/tls/leaf.ts";
+import { IgnoreHostsAddon } from "../ignore/addon.ts";
+import { HostSet, normalizeHost, PersistedList } from "../ignore/lists.ts";
+import { ignoredClientsRoutes, ignoredHostsRoutes } from "../ignore/routes.ts";
+import { orderedAddons } from "../pipeline/order.ts";
+import { Pipeline } from "../pipeline/pipeline.ts";
+import { replayEntry } from "../traffic/replay.ts";
+import { trafficRoutes } from "../traffic/routes.ts";
+import type { ServiceConfig } from "./config.ts";
+import { ensureDataDir } from "./datadir.ts";
+import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
+
+export type Log = (line: string) => void;
+
+/**
+ * The composition root: owns the data directory, the capture store, the proxy, the API server and the
+ * handshake file, and starts/stops them in order.
+ */
+export class TapwireService {
+  readonly version = VERSION;
+  readonly token = randomBytes(32).toString("hex");
+  readonly capture = new CaptureControl(true);
+  startedAt = 0;
+  store!: CaptureStore;
+  ca!: CA;
+  proxyCtx!: ProxyContext;
+  captureAddon!: CaptureAddon;
+  ignoredHosts!: PersistedList;
+  ignoredClients!: PersistedList;
+  private proxy: ProxyServer | null = null;
+  private api: Server<unknown> | null = null;
+  /** The Elysia app behind the API (tests enumerate its routes). */
+  app!: ApiApp;
+  private releaseLock: (() => void) | null = null;
+  private stopping: Promise<void> | null = null;
+  /** Resolves when the service has stopped (by signal, API or stop()). */
+  readonly stopped: Promise<void>;
+  private resolveStopped!: () => void;
+
+  constructor(readonly config: ServiceConfig, private readonly log: Log = (l) => process.stderr.write(l + "\n")) {
+    this.stopped = new Promise((r) => (this.resolveStopped = r));
+  }
+
+  get apiPort(): number {
+    return this.api?.port ?? 0;
+  }
+
+  get proxyPort(): number | null {
+    return this.proxy?.port || null;
+  }
+
+  async start(): Promise<void> {
+    const { dataDir } = this.config;
+    ensureDataDir(dataDir);
+    this.releaseLock = acquireInstanceLock(dataDir);
+    try {
+      this.startedAt = Date.now();
+      this.store = new CaptureStore(join(dataDir, "capture.db"), { maxEntries: this.config.maxEntries });
+      if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
+      this.startProxy();
+      this.app = buildApi({ token: this.token, port: () => this.apiPort, version: this.version, routes: this.routes() });
+      this.api = Bun.serve({ hostname: "127.0.0.1", port: this.config.apiPort, reusePort: false, fetch: this.app.fetch });
+      writeHandshake(dataDir, {
+        port: this.apiPort,
+        token: this.token,
+        pid: process.pid,
+        version: this.version,
+        started_at: this.startedAt,
+        proxy_port: this.proxyPort,
+      });
+    } catch (e) {
+      await this.teardown();
+      throw e;
+    }
+    this.log(`tapwire ${this.version}: proxy ${this.config.listenHost}:${this.proxyPort} · API http://127.0.0.1:${this.apiPort}/api/v1 · data ${dataDir}`);
+  }
+
+  private startProxy(): void {
+    const { dataDir } = this.config;
+    const onCorrupt = (path: string, movedTo: string, reason: string) => this.log(`tapwire: ${path} was unreadable (${reason}); moved aside to ${movedTo}`);
+    this.ca = loadOrCreateCASync(dataDir);
+    if (this.ca.created) this.log(`tapwire: generated a new CA: ${this.ca.certPath} (trust it in your clients to intercept HTTPS)`);
+    this.ignoredHosts = new PersistedList(join(dataDir, "ignored-hosts.json"), normalizeHost, onCorrupt);
+    this.ignoredClients = new PersistedList(join(dataDir, "ignored-clients.json"), (s) => s.trim(), onCorrupt);
+    const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));
+    const pool = new UpstreamPool({
+      rejectUnauthorized: !this.config.upstreamInsecure,
+      ca: extraCa.length ? [...rootCertificates, ...extraCa] : undefined,
+      connectTimeoutMs: this.config.connectTimeoutSec * 1000,
+      idleTimeoutSec: this.config.idleTimeoutSec,
+      maxIdlePerKey: 64,
+    });
+    const ignoredClients = this.ignoredClients;
+    this.captureAddon = new CaptureAddon(this.capture, this.store, (label) => ignoredClients.has(label));
+    const pipeline = new Pipeline(orderedAddons({ capture: this.captureAddon, ignoreHosts: new IgnoreHostsAddon(new HostSet(this.ignoredHosts)) }));
+    const labeler = new ClientLabeler();
+    this.proxyCtx = {
+      pipeline,
+      pool,
+      leafCerts: new LeafCertCache(this.ca),
+      bodyLimit: this.config.bodyLimit,
+      maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),
+      label: (addr, port) => labeler.resolve(addr, port, this.proxy?.port ?? 0),
+      sessions: new Set(),
+      clientIdleSec: 120,
+    };
+    this.proxy = new ProxyServer(this.proxyCtx);
+    this.proxy.listen(this.config.listenHost, this.config.proxyPort);
+  }
+
+  private routes(): RoutePlugin[] {
+    return [
+      healthRoutes({
+        version: this.version,
+        startedAt: this.startedAt,
+        apiPort: () => this.apiPort,
+        proxyPort: () => this.proxyPort,
+        capture: this.capture,
+        store: this.store,
+      }),
+      captureRoutes(this.capture, this.store),
+      trafficRoutes({ store: this.store, replay: (e) => replayEntry(this.proxyCtx, this.captureAddon, e) }),
+      ignoredHostsRoutes(this.ignoredHosts),
+      ignoredClientsRoutes(this.ignoredClients),
+      adminRoutes(() => void this.stop()),
+    ];
+  }
+
+  /** Close listeners, flush state, remove the handshake. Idempotent. */
+  stop(): Promise<void> {
+    this.stopping ??= this.teardown().then(() => this.resolveStopped());
+    return this.stopping;
+  }
+
+  private async teardown(): Promise<void> {
+    this.proxy?.stop();
+    this.proxy = null;
+    if (this.api) {
+      await this.api.stop(false);
+      this.api = null;
+    }
+    try {
+      this.store?.close();
+    } catch (e) {
+      this.log(`tapwire: closing the capture store failed: ${(e as Error).message}`);
+    }
+    removeHandshake(this.config.dataDir);
+    this.releaseLock?.();
+    this.releaseLock = null;
+  }
+}
