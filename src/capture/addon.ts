@@ -35,10 +35,8 @@ export class CaptureAddon implements Addon {
    * written synchronously when the response ends — a client that got its response finds the entry in the API.
    */
   requestHeaders(flow: Flow): void | Promise<void> {
-    if (!this.control.capturing) {
-      flow.capture = false;
-      return;
-    }
+    flow.capture = this.control.capturing;
+    if (!flow.capture) return;
     const label = flow.client.resolvedLabel;
     if (label !== undefined) {
       flow.capture = !this.isIgnoredClient(label);
@@ -47,11 +45,11 @@ export class CaptureAddon implements Addon {
     return flow.client.label.then(
       (l) => {
         flow.client.resolvedLabel ??= l;
-        flow.capture = this.control.capturing && !this.isIgnoredClient(l);
+        if (this.isIgnoredClient(l)) flow.capture = false;
       },
       () => {
         flow.client.resolvedLabel ??= flow.client.addr;
-        flow.capture = this.control.capturing && !this.isIgnoredClient(flow.client.addr);
+        if (this.isIgnoredClient(flow.client.addr)) flow.capture = false;
       },
     );
   }
@@ -66,7 +64,17 @@ export class CaptureAddon implements Addon {
 
   private record(flow: Flow): void {
     if (!flow.capture || !this.control.capturing) return;
-    const label = flow.client.resolvedLabel ?? flow.client.addr;
+    const label = flow.client.resolvedLabel;
+    if (label !== undefined) return this.write(flow, label);
+    // the flow failed (e.g. the client hung up) before its label was known: record once it is
+    flow.client.label.then(
+      (l) => this.write(flow, l),
+      () => this.write(flow, flow.client.addr),
+    );
+  }
+
+  private write(flow: Flow, label: string): void {
+    if (this.isIgnoredClient(label)) return;
     const id = this.store.add(toEntry(flow, label));
     flow.entryId = id;
     for (const l of this.storedListeners) l(flow, id);

@@ -301,7 +301,6 @@ export function parseTarget(method: string, target: string): ParsedTarget {
 // ---------------------------------------------------------------------------------------------
 // Framing (RFC 9112 section 6.3)
 
-const KNOWN_CODINGS = new Set(["gzip", "x-gzip", "deflate", "compress", "x-compress", "br", "zstd"]);
 
 function isName(n: string, lower: string): boolean {
   return n.length === lower.length && n.toLowerCase() === lower;
@@ -353,7 +352,7 @@ function contentLength(headers: HeaderList, errorStatus: number): number | undef
  * Body framing of a request (RFC 9112 6.3) with request-smuggling defences. Throws
  * HttpParseError(400) for Transfer-Encoding with Content-Length, Transfer-Encoding in HTTP/1.0, a
  * final coding other than chunked, chunked applied twice, or an invalid/conflicting Content-Length;
- * HttpParseError(501) for an unknown transfer coding before chunked.
+ * HttpParseError(501) for any transfer coding other than a single chunked.
  */
 export function requestFraming(head: RequestHead): Framing {
   const codings = transferCodings(head.headers, REQUEST_ERROR);
@@ -370,7 +369,8 @@ export function requestFraming(head: RequestHead): Framing {
     }
     for (let i = 0; i < last; i++) {
       if (codings[i] === "chunked") throw new HttpParseError("chunked applied more than once", REQUEST_ERROR);
-      if (!KNOWN_CODINGS.has(codings[i])) throw new HttpParseError(`unknown transfer coding ${codings[i]}`, 501);
+      // A proxy that de-chunks and re-chunks cannot carry another transfer coding faithfully: refuse it.
+      throw new HttpParseError(`transfer coding ${codings[i]} is not supported in requests`, 501);
     }
     return { kind: "chunked" };
   }

@@ -75,6 +75,7 @@ export class HttpSession implements UpstreamOwner {
   private flow: Flow | null = null;
   private reqState: ReqState = "idle";
   private reqDecoder: BodyDecoder | null = null;
+  private reqFraming: Framing = { kind: "none" };
   private reqChunkedOut = false;
   private reqParts: Uint8Array[] = [];
   private reqPartsSize = 0;
@@ -140,23 +141,23 @@ export class HttpSession implements UpstreamOwner {
   onClientEnd(): void {
     this.clientEnded = true;
     if (this.mode === "tunnel") return this.tunnel?.clientEnded();
+    if (this.mode === "peek" || this.mode === "closed" || this.mode === "upgraded") return this.destroy();
     if (this.mode === "websocket") {
       this.upstream?.ep.end();
       return;
     }
-    // A half-close between requests ends the connection; mid-request it is a hang-up.
-    if (this.reqState === "idle" || this.reqState === "done") {
-      if (this.reqState === "idle") this.destroy();
-      else this.closeAfter = true;
-    } else {
-      this.onClientClose();
-    }
+    // A half-close between requests ends the connection (after any request already buffered);
+    // after a complete request the response is still delivered; in the middle of a body it is a hang-up.
+    if (this.reqState === "idle") return this.destroy(); // a partial head can never complete now
+    const bodyComplete = this.reqState === "done" || this.reqDecoder === null || this.reqDecoder.done;
+    if (bodyComplete) this.closeAfter = true;
+    else this.onClientClose();
   }
 
   onClientTimeout(): void {
-    // Only armed between exchanges (and in WebSocket relays, where the upstream side has its own timer).
-    if (this.mode === "websocket") return;
-    if (this.reqState === "idle") this.destroy();
+    // Armed between exchanges and while waiting for the bytes after a CONNECT.
+    if (this.mode === "websocket" || this.mode === "tunnel") return;
+    if (this.reqState === "idle" || this.mode === "peek") this.destroy();
   }
 
   onClientClose(): void {
@@ -256,6 +257,11 @@ export class HttpSession implements UpstreamOwner {
       host = t.host!;
       port = t.port!;
       if (this.target && this.target.scheme === "https" && scheme === "http") scheme = "https";
+      // RFC 9112 3.2.2: a proxy replaces Host with the authority of an absolute-form target
+      if (getHeader(head.headers, "host") !== hostHeader(scheme, host, port)) {
+        removeHeader(head.headers, "host");
+        head.headers.unshift(["Host", hostHeader(scheme, host, port)]);
+      }
     } else if (this.target) {
       scheme = this.target.scheme;
       host = this.target.host;
@@ -265,6 +271,7 @@ export class HttpSession implements UpstreamOwner {
       throw new HttpParseError("tapwire is a proxy: send absolute-form requests (http://host/path) or CONNECT", 400);
     }
     const framing = requestFraming(head);
+    this.reqFraming = framing;
     const flow = new Flow(this.client, { method: head.method, scheme, host, port, path, version: head.version, headers: head.headers, body: null }, this.ctx.bodyLimit);
     this.flow = flow;
     this.clientKeepAlive = wantsKeepAlive(head.version, head.headers);
@@ -442,6 +449,10 @@ export class HttpSession implements UpstreamOwner {
       headers.push(["Transfer-Encoding", "chunked"]);
       this.reqChunkedOut = true;
     } else {
+      // Framing comes from what we parsed, never from the header list as it stands (a `Connection:
+      // Content-Length` or a `5, 5` list must not change how the upstream reads the body).
+      removeHeader(headers, "content-length");
+      if (this.reqFraming.kind === "length") headers.push(["Content-Length", String(this.reqFraming.length)]);
       this.reqChunkedOut = false;
     }
     if (flow.websocket) {
@@ -580,7 +591,7 @@ export class HttpSession implements UpstreamOwner {
       const f = this.resFraming;
       if (f.kind === "chunked" || (f.kind === "close" && flow.request.version === "HTTP/1.1")) {
         removeHeader(headers, "content-length");
-        headers.push(["Transfer-Encoding", "chunked"]);
+        headers.push(["Transfer-Encoding", outerChunked(res.headers)]);
         this.resChunkedOut = true;
       } else if (f.kind === "close") {
         closeDelimited = true;
@@ -916,6 +927,20 @@ export class HttpSession implements UpstreamOwner {
     this.resHeadSent = true;
     this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: res.status, reason: res.reason, headers: res.headers }));
   }
+}
+
+/** Transfer-Encoding for a body we re-chunk: the upstream's other codings (e.g. gzip) stay, chunked goes last. */
+function outerChunked(upstreamHeaders: HeaderList): string {
+  const codings: string[] = [];
+  for (const [n, v] of upstreamHeaders) {
+    if (n.toLowerCase() !== "transfer-encoding") continue;
+    for (const c of v.split(",")) {
+      const t = c.trim();
+      if (t && t.toLowerCase() !== "chunked") codings.push(t);
+    }
+  }
+  codings.push("chunked");
+  return codings.join(", ");
 }
 
 function methodHasBody(method: string): boolean {

@@ -18,6 +18,8 @@ export class ProxyServer {
     this.listener = Bun.listen<HttpSession>({
       hostname,
       port,
+      // a client's FIN after its request must not cost it the response
+      allowHalfOpen: true,
       socket: {
         ...clientSocketHandlers,
         open(s: Socket<HttpSession>) {
