@@ -287,7 +287,7 @@ describe("capture control, ignored hosts and ignored clients", () => {
   test("wildcard ignored host matches subdomains only", async () => {
     await svc.call("/api/v1/ignored-hosts/*.example.test", { method: "PUT" });
     const { HostSet, PersistedList } = await import("../src/ignore/lists.ts");
-    const hs = new HostSet(svc.ignoredHosts as InstanceType<typeof PersistedList>);
+    const hs = new HostSet(svc.feature<{ name: string; hosts: InstanceType<typeof PersistedList> }>("ignore-hosts").hosts);
     expect(hs.matches("a.example.test")).toBe(true);
     expect(hs.matches("a.b.example.test")).toBe(true);
     expect(hs.matches("example.test")).toBe(false);
@@ -315,7 +315,8 @@ describe("capture control, ignored hosts and ignored clients", () => {
 
   test("loopback clients are labelled with their process name", async () => {
     await curl(["-x", proxy, `${up.httpUrl}/echo/who`]);
-    expect((await newest()).client_addr).toBe("curl");
+    const who = await newest();
+    expect({ label: who.client_addr, url: who.url }).toEqual({ label: "curl", url: `${up.httpUrl}/echo/who` });
   });
 
   test("ignore lists survive a restart", async () => {

@@ -9,9 +9,9 @@ export interface EntrySink {
 }
 
 /**
- * Capture: decides at the start of each flow whether it is recorded (capture on, host not ignored), lets the core
- * keep capped body copies, and writes the finished flow (or failure) to the capture store. Runs first in
- * requestHeaders (so later addons can opt a flow out) and last in response/error.
+ * Capture: decides at the start of each flow whether it is recorded (capture on, client not ignored), which lets
+ * the core keep capped body copies; runs first, so later addons can opt a flow out. RecordAddon writes the finished
+ * flow (or failure) to the capture store.
  */
 export class CaptureAddon implements Addon {
   readonly name = "capture";
@@ -54,15 +54,8 @@ export class CaptureAddon implements Addon {
     );
   }
 
-  response(flow: Flow): void {
-    this.record(flow);
-  }
-
-  error(flow: Flow): void {
-    this.record(flow);
-  }
-
-  private record(flow: Flow): void {
+  /** Called by RecordAddon, which runs after every other addon. */
+  record(flow: Flow): void {
     if (!flow.capture || !this.control.capturing) return;
     const label = flow.client.resolvedLabel;
     if (label !== undefined) return this.write(flow, label);
@@ -78,6 +71,18 @@ export class CaptureAddon implements Addon {
     const id = this.store.add(toEntry(flow, label));
     flow.entryId = id;
     for (const l of this.storedListeners) l(flow, id);
+  }
+}
+
+/** The recording half of capture: last in the pipeline, so the entry shows what every addon did to the flow. */
+export class RecordAddon implements Addon {
+  readonly name = "capture-record";
+  constructor(private readonly capture: CaptureAddon) {}
+  response(flow: Flow): void {
+    this.capture.record(flow);
+  }
+  error(flow: Flow): void {
+    this.capture.record(flow);
   }
 }
 

@@ -6,11 +6,14 @@ export interface HealthDeps {
   startedAt: number;
   apiPort: () => number;
   proxyPort: () => number | null;
+  /** Extra fields contributed by features (e.g. mock_port). */
+  extra: () => Record<string, unknown>;
   capture: CaptureControl;
   store: EntryCounter;
 }
 
-export const HealthRecord = t.Object({
+export const HealthRecord = t.Object(
+  {
   status: t.Literal("ok"),
   version: t.String(),
   capturing: t.Boolean(),
@@ -19,13 +22,16 @@ export const HealthRecord = t.Object({
   api_port: t.Integer(),
   proxy_port: t.Union([t.Integer(), t.Null()], { description: "extension: the proxy listener's port" }),
   pid: t.Integer({ description: "extension: the service's process id" }),
-});
+  },
+  { additionalProperties: true },
+);
 
 /** Spec 2.2 / 4.1: the one route answered without a token. */
 export function healthRoutes(d: HealthDeps) {
   return new Elysia({ name: "health", prefix: "/api/v1" }).get(
     "/health",
     () => ({
+      ...d.extra(),
       status: "ok" as const,
       version: d.version,
       capturing: d.capture.capturing,

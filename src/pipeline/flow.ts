@@ -1,4 +1,5 @@
 import type { HeaderList, HttpVersion } from "../core/http1/types.ts";
+import type { Throttle } from "../core/proxy/endpoint.ts";
 
 export type Scheme = "http" | "https";
 
@@ -110,6 +111,9 @@ export class Flow {
   readonly resBody: BodyCapture;
   /** ms since startedAt when the response finished (or the flow failed). */
   durationMs = 0;
+  /** Rate limits for the response bytes to the client and the request bytes to the upstream (throttle addon). */
+  throttleDown: Throttle | null = null;
+  throttleUp: Throttle | null = null;
   /** Id of the captured entry, once stored. */
   entryId: number | null = null;
   /** Called by the core if the client goes away while an addon holds the flow (intercepts). */

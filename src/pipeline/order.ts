@@ -1,19 +1,23 @@
+import { captureFeature } from "../capture/feature.ts";
+import { ignoreHostsFeature } from "../ignore/feature.ts";
+import type { Feature, FeatureFactory } from "../service/feature.ts";
 import type { Addon } from "./addon.ts";
 
 /**
- * The one fixed order in which addons see every flow. Request-phase hooks stop at the first addon that answers
- * a flow by itself; response-phase hooks run on all of them.
+ * Every feature, in the one fixed order in which their addons see each flow. Request-phase hooks stop at the
+ * first addon that answers a flow by itself (sets flow.response); response-phase hooks run on all of them, and
+ * capture's recording step (its lastAddon) runs after everything else, so entries show what addons did.
  *
- *   1. capture        decides whether the flow is recorded; records it in response/error
- *   2. ignore-hosts   tunnels CONNECTs to ignored hosts; opts plain-HTTP flows to them out of capture
- *
- * Later features slot in here by name (breakpoints and intercepts, map local, map remote, scripts, throttle).
+ *   capture        decides whether the flow is recorded (capture on, client not ignored)
+ *   ignore-hosts   tunnels CONNECTs to ignored hosts; keeps plain-HTTP flows to them out of capture
  */
-export interface AddonSet {
-  capture: Addon;
-  ignoreHosts: Addon;
-}
+export const FEATURES: readonly FeatureFactory[] = [
+  captureFeature,
+  ignoreHostsFeature,
+];
 
-export function orderedAddons(a: AddonSet): Addon[] {
-  return [a.capture, a.ignoreHosts];
+export function orderedAddons(features: readonly Feature[]): Addon[] {
+  const first = features.flatMap((f) => (f.addon ? [f.addon] : []));
+  const last = features.flatMap((f) => (f.lastAddon ? [f.lastAddon] : []));
+  return [...first, ...last];
 }

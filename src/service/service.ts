@@ -1,34 +1,32 @@
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { rootCertificates } from "node:tls";
 import { join } from "node:path";
 import type { Server } from "bun";
 import { buildApi, type ApiApp, type RoutePlugin } from "../api/app.ts";
+import type { CaptureAddon } from "../capture/addon.ts";
 import { CaptureControl } from "../capture/control.ts";
-import { captureRoutes } from "../capture/routes.ts";
-import { healthRoutes } from "../health/routes.ts";
-import { CaptureStore } from "../store/capture-store.ts";
-import { VERSION } from "../version.ts";
-import { adminRoutes } from "./admin-routes.ts";
-import { rootCertificates } from "node:tls";
-import { readFileSync } from "node:fs";
-import { CaptureAddon } from "../capture/addon.ts";
 import { ClientLabeler } from "../core/proxy/client-label.ts";
 import type { ProxyContext } from "../core/proxy/context.ts";
 import { ProxyServer } from "../core/proxy/server.ts";
 import { UpstreamPool } from "../core/proxy/upstream.ts";
 import { loadOrCreateCASync, type CA } from "../core/tls/ca.ts";
 import { LeafCertCache } from "../core/tls/leaf.ts";
-import { IgnoreHostsAddon } from "../ignore/addon.ts";
-import { HostSet, normalizeHost, PersistedList } from "../ignore/lists.ts";
-import { ignoredClientsRoutes, ignoredHostsRoutes } from "../ignore/routes.ts";
-import { orderedAddons } from "../pipeline/order.ts";
+import { healthRoutes } from "../health/routes.ts";
+import { FEATURES, orderedAddons } from "../pipeline/order.ts";
 import { Pipeline } from "../pipeline/pipeline.ts";
+import { CaptureStore } from "../store/capture-store.ts";
 import { replayEntry } from "../traffic/replay.ts";
 import { trafficRoutes } from "../traffic/routes.ts";
+import { VERSION } from "../version.ts";
+import { adminRoutes } from "./admin-routes.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ensureDataDir } from "./datadir.ts";
+import type { Feature, FeatureContext } from "./feature.ts";
 import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
 
-export type Log = (line: string) => void;
+export type { Log } from "./feature.ts";
+type Log = (line: string) => void;
 
 /**
  * The composition root: owns the data directory, the capture store, the proxy, the API server and the
@@ -42,9 +40,8 @@ export class TapwireService {
   store!: CaptureStore;
   ca!: CA;
   proxyCtx!: ProxyContext;
-  captureAddon!: CaptureAddon;
-  ignoredHosts!: PersistedList;
-  ignoredClients!: PersistedList;
+  /** Every feature, in pipeline order (src/pipeline/order.ts). */
+  features: Feature[] = [];
   private proxy: ProxyServer | null = null;
   private api: Server<unknown> | null = null;
   /** The Elysia app behind the API (tests enumerate its routes). */
@@ -76,6 +73,7 @@ export class TapwireService {
       this.store = new CaptureStore(join(dataDir, "capture.db"), { maxEntries: this.config.maxEntries });
       if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
       this.startProxy();
+      for (const f of this.features) await f.start?.();
       this.app = buildApi({ token: this.token, port: () => this.apiPort, version: this.version, routes: this.routes() });
       this.api = Bun.serve({ hostname: "127.0.0.1", port: this.config.apiPort, reusePort: false, fetch: this.app.fetch });
       writeHandshake(dataDir, {
@@ -93,13 +91,33 @@ export class TapwireService {
     this.log(`tapwire ${this.version}: proxy ${this.config.listenHost}:${this.proxyPort} · API http://127.0.0.1:${this.apiPort}/api/v1 · data ${dataDir}`);
   }
 
+  /** The feature with this name (tests and the composition root reach into features this way). */
+  feature<T extends Feature = Feature>(name: string): T {
+    const f = this.features.find((x) => x.name === name);
+    if (!f) throw new Error(`no feature '${name}'`);
+    return f as T;
+  }
+
+  private get captureAddon(): CaptureAddon {
+    return this.feature("capture").addon as CaptureAddon;
+  }
+
   private startProxy(): void {
     const { dataDir } = this.config;
     const onCorrupt = (path: string, movedTo: string, reason: string) => this.log(`tapwire: ${path} was unreadable (${reason}); moved aside to ${movedTo}`);
     this.ca = loadOrCreateCASync(dataDir);
     if (this.ca.created) this.log(`tapwire: generated a new CA: ${this.ca.certPath} (trust it in your clients to intercept HTTPS)`);
-    this.ignoredHosts = new PersistedList(join(dataDir, "ignored-hosts.json"), normalizeHost, onCorrupt);
-    this.ignoredClients = new PersistedList(join(dataDir, "ignored-clients.json"), (s) => s.trim(), onCorrupt);
+    const fctx: FeatureContext = {
+      dataDir,
+      config: this.config,
+      log: this.log,
+      onCorrupt,
+      store: this.store,
+      capture: this.capture,
+      proxy: () => this.proxyCtx,
+      onStored: (l) => this.captureAddon.onStored(l),
+    };
+    this.features = FEATURES.map((make) => make(fctx));
     const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));
     const pool = new UpstreamPool({
       rejectUnauthorized: !this.config.upstreamInsecure,
@@ -108,12 +126,10 @@ export class TapwireService {
       idleTimeoutSec: this.config.idleTimeoutSec,
       maxIdlePerKey: 64,
     });
-    const ignoredClients = this.ignoredClients;
-    this.captureAddon = new CaptureAddon(this.capture, this.store, (label) => ignoredClients.has(label));
-    const pipeline = new Pipeline(orderedAddons({ capture: this.captureAddon, ignoreHosts: new IgnoreHostsAddon(new HostSet(this.ignoredHosts)) }));
     const labeler = new ClientLabeler();
+    const wsFeatures = this.features.filter((f) => f.webSocketOpened);
     this.proxyCtx = {
-      pipeline,
+      pipeline: new Pipeline(orderedAddons(this.features)),
       pool,
       leafCerts: new LeafCertCache(this.ca),
       bodyLimit: this.config.bodyLimit,
@@ -121,6 +137,13 @@ export class TapwireService {
       label: (addr, port) => labeler.resolve(addr, port, this.proxy?.port ?? 0),
       sessions: new Set(),
       clientIdleSec: 120,
+      webSocketOpened: wsFeatures.length ? (flow) => {
+        for (const f of wsFeatures) {
+          const tap = f.webSocketOpened!(flow);
+          if (tap) return tap;
+        }
+        return null;
+      } : undefined,
     };
     this.proxy = new ProxyServer(this.proxyCtx);
     this.proxy.listen(this.config.listenHost, this.config.proxyPort);
@@ -133,13 +156,12 @@ export class TapwireService {
         startedAt: this.startedAt,
         apiPort: () => this.apiPort,
         proxyPort: () => this.proxyPort,
+        extra: () => Object.assign({}, ...this.features.map((f) => f.health?.() ?? {})),
         capture: this.capture,
         store: this.store,
       }),
-      captureRoutes(this.capture, this.store),
       trafficRoutes({ store: this.store, replay: (e) => replayEntry(this.proxyCtx, this.captureAddon, e) }),
-      ignoredHostsRoutes(this.ignoredHosts),
-      ignoredClientsRoutes(this.ignoredClients),
+      ...this.features.flatMap((f) => f.routes ?? []),
       adminRoutes(() => void this.stop()),
     ];
   }
@@ -151,6 +173,13 @@ export class TapwireService {
   }
 
   private async teardown(): Promise<void> {
+    for (const f of [...this.features].reverse()) {
+      try {
+        await f.stop?.();
+      } catch (e) {
+        this.log(`tapwire: stopping ${f.name} failed: ${(e as Error).message}`);
+      }
+    }
     this.proxy?.stop();
     this.proxy = null;
     if (this.api) {

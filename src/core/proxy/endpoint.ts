@@ -2,6 +2,18 @@ import type { Socket } from "bun";
 
 /** High-water mark: above this many queued bytes a writer should pause its source. */
 export const HIGH_WATER = 1024 * 1024;
+/** Behind a throttle the source is paused much earlier, so the limit is felt at once. */
+const THROTTLED_HIGH_WATER = 64 * 1024;
+/** Largest slice released through a throttle at once. */
+const THROTTLE_SLICE = 16 * 1024;
+
+/** A rate limit on one direction of a connection (see src/throttle). */
+export interface Throttle {
+  /** Take up to n bytes' worth of allowance now; returns how many may be written (0..n). */
+  take(n: number): number;
+  /** Milliseconds until n bytes (or some useful part of them) may be taken. */
+  waitMs(n: number): number;
+}
 
 /**
  * A thin wrapper around one Bun socket that never drops bytes: what the kernel does not take now is queued and
@@ -15,11 +27,60 @@ export class Endpoint {
   private paused = false;
   /** Called once the queue is empty again after a write returned false. */
   onDrain: (() => void) | null = null;
+  /** Rate limit for what is written here; bytes wait in `tq` and leave as the throttle allows. */
+  throttle: Throttle | null = null;
+  private tq: Uint8Array[] = [];
+  private tqBytes = 0;
+  private pumpTimer: ReturnType<typeof setTimeout> | null = null;
+  private throttleFull = false;
 
   constructor(public socket: Socket<any>) {}
 
   write(data: Uint8Array): boolean {
     if (this.closed || this.ending) return false;
+    if (this.throttle || this.tqBytes > 0) {
+      if (data.length === 0) return this.tqBytes + this.queued < THROTTLED_HIGH_WATER;
+      this.tq.push(data.slice());
+      this.tqBytes += data.length;
+      this.pump();
+      const ok = this.tqBytes + this.queued < THROTTLED_HIGH_WATER;
+      if (!ok) this.throttleFull = true;
+      return ok;
+    }
+    return this.rawWrite(data);
+  }
+
+  /** Releases throttled bytes as the allowance permits; re-arms itself with a timer. */
+  private pump(): void {
+    if (this.pumpTimer || this.closed) return;
+    while (this.tq.length > 0) {
+      const d = this.tq[0]!;
+      const want = Math.min(d.length, THROTTLE_SLICE);
+      const n = this.throttle ? this.throttle.take(want) : want;
+      if (n <= 0) {
+        const wait = Math.max(1, Math.min(1000, this.throttle!.waitMs(want)));
+        this.pumpTimer = setTimeout(() => {
+          this.pumpTimer = null;
+          this.pump();
+        }, wait);
+        return;
+      }
+      this.rawWrite(n === d.length ? d : d.subarray(0, n));
+      if (n === d.length) this.tq.shift();
+      else this.tq[0] = d.subarray(n);
+      this.tqBytes -= n;
+    }
+    if (this.ending && this.queued === 0) {
+      this.socket.end();
+      return;
+    }
+    if (this.throttleFull && this.tqBytes + this.queued < THROTTLED_HIGH_WATER) {
+      this.throttleFull = false;
+      this.onDrain?.();
+    }
+  }
+
+  private rawWrite(data: Uint8Array): boolean {
     if (data.length === 0) return this.queued < HIGH_WATER;
     if (this.queued > 0) {
       this.queue.push(data);
@@ -50,9 +111,10 @@ export class Endpoint {
       this.queue.shift();
     }
     if (this.ending) {
-      this.socket.end();
+      if (this.tqBytes === 0) this.socket.end();
       return;
     }
+    if (this.tqBytes > 0) return; // the throttle pump calls onDrain when it has room
     this.onDrain?.();
   }
 
@@ -60,7 +122,7 @@ export class Endpoint {
   end(): void {
     if (this.closed || this.ending) return;
     this.ending = true;
-    if (this.queued === 0) this.socket.end();
+    if (this.queued === 0 && this.tqBytes === 0) this.socket.end();
   }
 
   /** Close now, dropping anything queued. */
@@ -69,6 +131,10 @@ export class Endpoint {
     this.closed = true;
     this.queue = [];
     this.queued = 0;
+    this.tq = [];
+    this.tqBytes = 0;
+    if (this.pumpTimer) clearTimeout(this.pumpTimer);
+    this.pumpTimer = null;
     try {
       this.socket.terminate();
     } catch {}

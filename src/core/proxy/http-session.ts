@@ -432,6 +432,7 @@ export class HttpSession implements UpstreamOwner {
     conn.uses++;
     this.upstream = conn;
     conn.ep.onDrain = null;
+    conn.ep.throttle = flow.throttleUp;
     this.resState = "head";
     this.resBuf = EMPTY;
     const r = flow.request;
@@ -578,6 +579,7 @@ export class HttpSession implements UpstreamOwner {
   /** Write the response head to the client, with framing for either a known body or the streamed one. */
   private sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
     const res = flow.response!;
+    this.ep.throttle = flow.throttleDown;
     const headers = stripHopByHop(res.headers);
     const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || (res.status >= 100 && res.status < 200);
     this.resChunkedOut = false;
@@ -700,6 +702,7 @@ export class HttpSession implements UpstreamOwner {
     this.upstream = null;
     if (up) {
       up.ep.onDrain = null;
+      up.ep.throttle = null;
       if (this.reqState === "done" && this.upstreamReusable && this.resFraming.kind !== "close") up.pool.release(up);
       else up.pool.drop(up);
     }
