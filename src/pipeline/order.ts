@@ -1,5 +1,11 @@
 import { captureFeature } from "../capture/feature.ts";
 import { ignoreHostsFeature } from "../ignore/feature.ts";
+// import: breakpoints
+// import: map-local
+// import: map-remote
+// import: throttle
+// import: websocket
+// import: mock
 import type { Feature, FeatureFactory } from "../service/feature.ts";
 import type { Addon } from "./addon.ts";
 
@@ -14,6 +20,12 @@ import type { Addon } from "./addon.ts";
 export const FEATURES: readonly FeatureFactory[] = [
   captureFeature,
   ignoreHostsFeature,
+  // slot: breakpoints
+  // slot: map-local
+  // slot: map-remote
+  // slot: throttle
+  // slot: websocket
+  // slot: mock
 ];
 
 export function orderedAddons(features: readonly Feature[]): Addon[] {
