@@ -178,6 +178,31 @@ describe("HTTPS interception through CONNECT", () => {
     expect(JSON.parse(r.body)).toMatchObject({ path: "/echo/node?q=2", body: "node body" });
   });
 
+  test("a client that sends host:port as its TLS server name (hey does) is still intercepted", async () => {
+    const { cleanSni } = await import("../src/core/proxy/http-session.ts");
+    expect(cleanSni("localhost:8443")).toBe("localhost");
+    expect(cleanSni("not a name")).toBeNull();
+    const ca = readFileSync(caFile, "utf8");
+    const u = new URL(up.httpsUrl);
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port: svc.proxyPort, method: "CONNECT", path: `${u.hostname}:${u.port}` });
+      req.on("connect", (_res, socket) => {
+        // the certificate is checked against "localhost" below, whatever the SNI says
+        const t = tls.connect({ socket, servername: `localhost:${u.port}`, ca, checkServerIdentity: (_h, cert) => tls.checkServerIdentity("localhost", cert) }, () => {
+          t.write(`GET /echo/sni HTTP/1.1\r\nHost: localhost:${u.port}\r\nConnection: close\r\n\r\n`);
+        });
+        let out = "";
+        t.on("data", (d) => (out += d));
+        t.on("end", () => resolve(out));
+        t.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(body.split("\r\n")[0]).toBe("HTTP/1.1 200 OK");
+    expect(body).toContain('"path":"/echo/sni"');
+  });
+
   test("the leaf for an IP address carries an IP SAN", async () => {
     // The upstream cert covers localhost only, so the upstream leg fails verification (502);
     // the client-side leg must still verify against our CA for 127.0.0.1.

@@ -33,11 +33,28 @@ export class Endpoint {
   private tqBytes = 0;
   private pumpTimer: ReturnType<typeof setTimeout> | null = null;
   private throttleFull = false;
+  private corked: Uint8Array[] | null = null;
 
   constructor(public socket: Socket<any>) {}
 
+  /** Collect writes until uncork(), then send them as one write (one syscall, one TLS record). */
+  cork(): void {
+    this.corked ??= [];
+  }
+
+  uncork(): boolean {
+    const parts = this.corked;
+    this.corked = null;
+    if (!parts || parts.length === 0) return this.queued < HIGH_WATER;
+    return this.write(parts.length === 1 ? parts[0]! : concatAll(parts));
+  }
+
   write(data: Uint8Array): boolean {
     if (this.closed || this.ending) return false;
+    if (this.corked) {
+      this.corked.push(data);
+      return true;
+    }
     if (this.throttle || this.tqBytes > 0) {
       if (data.length === 0) return this.tqBytes + this.queued < THROTTLED_HIGH_WATER;
       this.tq.push(data.slice());
@@ -121,6 +138,7 @@ export class Endpoint {
   /** Half-close after everything queued has been written. */
   end(): void {
     if (this.closed || this.ending) return;
+    if (this.corked) this.uncork();
     this.ending = true;
     if (this.queued === 0 && this.tqBytes === 0) this.socket.end();
   }

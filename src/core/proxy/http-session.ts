@@ -476,11 +476,13 @@ export class HttpSession implements UpstreamOwner {
       if (body.length >= 16384) conn.ep.write(body);
       this.reqState = "done";
     } else if (this.reqDecoder) {
+      conn.ep.cork();
       conn.ep.write(head);
       this.reqState = "stream";
       const b = this.buf;
       this.buf = EMPTY;
       if (b.length) this.pushRequestBody(b);
+      conn.ep.uncork();
     } else {
       conn.ep.write(head);
       this.reqState = "done";
@@ -565,15 +567,22 @@ export class HttpSession implements UpstreamOwner {
     if (flow.bufferResponse && this.resFraming.kind !== "none") {
       this.resState = "collect";
     } else {
+      // head and whatever body already arrived leave in one write
+      this.ep.cork();
       this.sendResponseHead(flow, null);
       this.resState = "body";
-      if (this.resFraming.kind === "none") return this.responseComplete(flow);
+      if (this.resFraming.kind === "none") {
+        this.responseComplete(flow);
+        this.ep.uncork();
+        return;
+      }
     }
     const b = this.resBuf;
     this.resBuf = EMPTY;
     this.upstream?.ep.resume();
     if (b.length) this.pushResponseBody(flow, b);
     else if (this.resState === "collect" && this.resFraming.kind === "length" && this.resFraming.length === 0) this.responseBodyCollected(flow);
+    this.ep.uncork();
   }
 
   /** Write the response head to the client, with framing for either a known body or the streamed one. */
@@ -866,7 +875,8 @@ export class HttpSession implements UpstreamOwner {
     const bytes = this.buf;
     this.buf = EMPTY;
     if (hello.tls && !hello.error) {
-      const name = hello.sni && hello.sni.length ? hello.sni : this.connectHost;
+      const sni = cleanSni(hello.sni);
+      const name = sni ?? this.connectHost;
       let leaf;
       try {
         leaf = this.ctx.leafCerts.get(name);
@@ -876,7 +886,7 @@ export class HttpSession implements UpstreamOwner {
       this.mode = "upgraded";
       this.ctx.sessions.delete(this);
       const raw = this.ep.socket as Socket<HttpSession>;
-      const target: DefaultTarget = { scheme: "https", host: this.connectHost, port: this.connectPort, servername: hello.sni || undefined };
+      const target: DefaultTarget = { scheme: "https", host: this.connectHost, port: this.connectPort, servername: sni ?? undefined };
       const ctx = this.ctx;
       const client = this.client;
       raw.upgradeTLS({
@@ -930,6 +940,18 @@ export class HttpSession implements UpstreamOwner {
     this.resHeadSent = true;
     this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: res.status, reason: res.reason, headers: res.headers }));
   }
+}
+
+const DNS_NAME = /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9])?)*\.?$/i;
+
+/**
+ * The server name a client sent in its ClientHello, if usable: some clients (hey, for one) send `host:port`;
+ * the port is dropped, and anything that is not a DNS name is ignored (the CONNECT host is used instead).
+ */
+export function cleanSni(sni: string | undefined): string | null {
+  if (!sni) return null;
+  const name = sni.replace(/:\d{1,5}$/, "");
+  return DNS_NAME.test(name) ? name : null;
 }
 
 /** Transfer-Encoding for a body we re-chunk: the upstream's other codings (e.g. gzip) stay, chunked goes last. */
