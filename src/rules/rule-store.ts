@@ -1,4 +1,4 @@
-import type { Static, TObject } from "@sinclair/typebox";
+import type { Static, TObject, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { JsonState } from "../store/json-state.ts";
 
@@ -42,6 +42,16 @@ export class RuleStore<S extends TObject, R extends Static<S> & { id: string; en
 
   /** Validates and fills defaults; throws RuleStoreError("invalid") naming the field. */
   parse(input: unknown): R {
+    if (!input || typeof input !== "object" || Array.isArray(input)) throw new RuleStoreError("invalid", "invalid body field '(body)': expected a JSON object (a rule)");
+    // Fields that are present are checked as given, before defaults are applied: Value.Default would otherwise
+    // reshape some wrong values (an array given for a Record becomes an object) into something that passes.
+    for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
+      const prop = (this.schema.properties as Record<string, TSchema>)[key];
+      if (!prop || Value.Check(prop, value)) continue;
+      const err = Value.Errors(prop, value).First();
+      const sub = err && err.path ? err.path.replace(/\//g, ".") : "";
+      throw new RuleStoreError("invalid", `invalid body field '${key}${sub}': ${err?.message ?? "wrong type"}`);
+    }
     const withDefaults = Value.Default(this.schema, structuredClone(input));
     const cleaned = Value.Clean(this.schema, withDefaults);
     const err = Value.Errors(this.schema, cleaned).First();

@@ -27,43 +27,43 @@ export const TrafficQuery = t.Object({
   order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "extension: id order; default desc (newest first), asc when since_id is given" })),
 });
 
-export const EntrySummary = t.Object(
-  {
-    id: t.Integer(),
-    method: t.String(),
-    url: t.String(),
-    host: t.String(),
-    status_code: t.Integer(),
-    content_type: t.String(),
-    duration_ms: t.Integer(),
-    timestamp: t.Integer(),
-    client_addr: t.String(),
-    has_response: t.Boolean(),
-    error: t.Optional(t.String()),
-  },
-  { additionalProperties: true },
-);
+const summaryFields = {
+  id: t.Integer(),
+  method: t.String(),
+  url: t.String(),
+  host: t.String(),
+  status_code: t.Integer(),
+  content_type: t.String(),
+  duration_ms: t.Integer(),
+  timestamp: t.Integer(),
+  client_addr: t.String(),
+  has_response: t.Boolean(),
+  error: t.Optional(t.String()),
+};
+
+export const EntrySummary = t.Object(summaryFields, { additionalProperties: true });
 
 const TrafficList = t.Object({ items: t.Array(EntrySummary), total: t.Integer(), offset: t.Integer(), limit: t.Integer() });
 
-const EntryDetailSchema = t.Composite([
-  EntrySummary,
-  t.Object(
-    {
-      req_headers: t.Array(Pair),
-      req_body: t.String(),
-      res_headers: t.Array(Pair),
-      res_body: t.String(),
-      req_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
-      res_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
-      req_body_size: t.Integer(),
-      res_body_size: t.Integer(),
-      req_body_truncated: t.Boolean(),
-      res_body_truncated: t.Boolean(),
-    },
-    { additionalProperties: true },
-  ),
-]);
+/** Detail form; extra fields recorded by addons (map_local_rule, original_url, reason, ...) pass through. */
+const EntryDetailSchema = t.Object(
+  {
+    ...summaryFields,
+    req_headers: t.Array(Pair),
+    req_body: t.String(),
+    res_headers: t.Array(Pair),
+    res_body: t.String(),
+    req_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
+    res_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
+    req_body_size: t.Integer(),
+    res_body_size: t.Integer(),
+    req_body_truncated: t.Boolean(),
+    res_body_truncated: t.Boolean(),
+    req_body_decoded_from: t.String(),
+    res_body_decoded_from: t.String(),
+  },
+  { additionalProperties: true },
+);
 
 const ReplaySchema = t.Object({
   id: t.Union([t.Integer(), t.Null()], { description: "the new entry's id (null when capture is off)" }),

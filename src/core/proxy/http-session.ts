@@ -779,13 +779,21 @@ export class HttpSession implements UpstreamOwner {
     const res = flow.response!;
     this.resState = "hooks";
     this.resFraming = { kind: "none" };
-    const body = res.body ?? EMPTY;
     this.after(this.ctx.pipeline.run("responseHeaders", flow), () => {
       if (this.flow !== flow || this.mode === "closed") return;
+      // the body is known before the response hooks (capture records in them); a hook may still replace it
+      const before = flow.response!.body ?? EMPTY;
+      if (flow.capture) {
+        flow.resBody.reset();
+        flow.resBody.add(before);
+      }
       this.after(this.ctx.pipeline.run("response", flow), () => {
         if (this.flow !== flow || this.mode === "closed") return;
-        const b = flow.response!.body ?? body;
-        if (flow.capture) flow.resBody.add(b);
+        const b = flow.response!.body ?? EMPTY;
+        if (flow.capture && b !== before) {
+          flow.resBody.reset();
+          flow.resBody.add(b);
+        }
         if (this.reqState !== "done" && this.reqDecoder) this.closeAfter = true; // unread request body
         this.reqState = this.reqDecoder ? this.reqState : "done";
         this.sendResponseHead(flow, b);
