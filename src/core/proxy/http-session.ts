@@ -376,8 +376,9 @@ export class HttpSession implements UpstreamOwner {
       }
       return;
     }
-    // streaming to upstream
+    // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
     const up = this.upstream!;
+    if (up.idleSec) up.ep.socket.timeout(up.idleSec);
     let ok = true;
     for (const p of out.data) {
       if (flow.capture) flow.reqBody.add(p);
@@ -934,6 +935,8 @@ export class HttpSession implements UpstreamOwner {
     up.ep.onDrain = () => this.ep.resume();
     this.ep.onDrain = () => up.ep.resume();
     this.ep.socket.timeout(0);
+    up.idleSec = 0;
+    up.ep.socket.timeout(0);
     const held = this.buf;
     this.buf = EMPTY;
     if (held.length) this.onClientData(held);

@@ -54,6 +54,8 @@ export class UpstreamConn {
   owner: UpstreamOwner | null = null;
   /** How many requests this connection has carried (>1 means it was reused from the pool). */
   uses = 0;
+  /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). Re-armed on every read. */
+  idleSec = 0;
   open = true;
   constructor(readonly key: string, socket: Socket<any>, readonly pool: UpstreamPool) {
     this.ep = new Endpoint(socket);
@@ -98,7 +100,8 @@ export class UpstreamPool {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        c.ep.socket.timeout(this.opts.idleTimeoutSec);
+        c.idleSec = this.opts.idleTimeoutSec;
+        c.ep.socket.timeout(c.idleSec);
         resolve(c);
       };
       const timer = setTimeout(() => {
@@ -141,6 +144,8 @@ export class UpstreamPool {
           data(s, d) {
             const c = s.data;
             if (!c) return;
+            // Bun's socket timeout is not reset by traffic: re-arm it so it measures silence
+            if (c.idleSec) s.timeout(c.idleSec);
             if (c.owner) c.owner.onUpstreamData(d);
             else pool.drop(c); // bytes on an idle connection: it is no longer in a known state
           },
