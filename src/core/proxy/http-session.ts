@@ -149,6 +149,8 @@ export class HttpSession implements UpstreamOwner {
     // A half-close between requests ends the connection (after any request already buffered);
     // after a complete request the response is still delivered; in the middle of a body it is a hang-up.
     if (this.reqState === "idle") return this.destroy(); // a partial head can never complete now
+    // An addon holding the flow (a paused intercept) must not wait for a client that left: a FIN is taken as gone.
+    if (this.flow?.onClientGone && (this.reqState === "hooks" || this.resState === "hooks")) return this.destroy();
     const bodyComplete = this.reqState === "done" || this.reqDecoder === null || this.reqDecoder.done;
     if (bodyComplete) this.closeAfter = true;
     else this.onClientClose();
@@ -565,6 +567,11 @@ export class HttpSession implements UpstreamOwner {
     if (this.flow !== flow || this.mode === "closed") return;
     const res = flow.response!;
     if (res.status === 101 && flow.websocket) return this.switchToWebSocket(flow);
+    if (flow.bufferResponse && this.resFraming.kind === "none") {
+      // no body to read, but the response hooks still run before the head goes out
+      this.resState = "collect";
+      return this.responseBodyCollected(flow);
+    }
     if (flow.bufferResponse && this.resFraming.kind !== "none") {
       this.resState = "collect";
     } else {
@@ -760,6 +767,11 @@ export class HttpSession implements UpstreamOwner {
     }
     if (this.resState === "body" && this.resFraming.kind === "close") return this.responseComplete(flow);
     if (this.resState === "collect" && this.resFraming.kind === "close") return this.responseBodyCollected(flow);
+    // the whole response was read and addons hold it: the connection just cannot be reused
+    if (this.resState === "hooks" && flow.response?.body != null) {
+      this.upstreamReusable = false;
+      return;
+    }
     // A pooled connection the server had already closed: retry once if nothing of the request body was lost.
     if (conn && conn.uses > 1 && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
       this.retried = true;
