@@ -3,6 +3,7 @@ import { AlreadyRunningError } from "../service/handshake.ts";
 import { TapwireService } from "../service/service.ts";
 import { VERSION } from "../version.ts";
 import { parseStartArgs, START_USAGE, UsageError } from "./args.ts";
+import { throttleCommand, THROTTLE_USAGE } from "../throttle/cli.ts";
 
 const USAGE = `tapwire ${VERSION}: a headless traffic-inspecting MITM proxy with a local management API
 
@@ -10,10 +11,13 @@ usage: tapwire <command> [options]
 
 commands:
   start      run the proxy and the management API in the foreground
+  throttle   throttle reload: make the running service re-read throttle-rules.json
   version    print the version
   help       show this text
 
-${START_USAGE}`;
+${START_USAGE}
+
+${THROTTLE_USAGE}`;
 
 async function start(argv: string[]): Promise<number> {
   const config = parseStartArgs(argv);
@@ -50,6 +54,8 @@ export async function main(argv: string[]): Promise<number> {
     switch (cmd) {
       case "start":
         return await start(rest);
+      case "throttle":
+        return await throttleCommand(rest);
       case "version":
       case "--version":
       case "-v":

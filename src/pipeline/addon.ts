@@ -1,3 +1,4 @@
+import type { Throttle } from "../core/proxy/endpoint.ts";
 import type { Flow } from "./flow.ts";
 
 /** A hook may finish synchronously (the fast path) or return a promise (a paused flow, a delay...). */
@@ -10,6 +11,9 @@ export interface ConnectInfo {
   clientAddr: string;
   /** Set to true to tunnel without interception. */
   tunnel: boolean;
+  /** Rate limits for a tunnel's bytes (server to client, client to server); set by the throttle addon. */
+  throttleDown?: Throttle | null;
+  throttleUp?: Throttle | null;
 }
 
 /**

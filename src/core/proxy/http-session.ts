@@ -5,6 +5,7 @@ import { getHeader, hasToken, removeHeader, stripHopByHop, wantsKeepAlive } from
 import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { defaultPort, Flow, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
+import type { ConnectInfo } from "../../pipeline/addon.ts";
 import type { ProxyContext, WebSocketTap } from "./context.ts";
 import { concatAll, concatBytes, Endpoint, HIGH_WATER } from "./endpoint.ts";
 import { UpstreamError, type UpstreamConn, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
@@ -871,7 +872,7 @@ export class HttpSession implements UpstreamOwner {
 
   private onConnect(host: string, port: number): void {
     this.reqState = "done";
-    const info = { host, port, clientAddr: this.client.addr, tunnel: false };
+    const info: ConnectInfo = { host, port, clientAddr: this.client.addr, tunnel: false };
     this.ctx.pipeline.connect(info);
     this.connectHost = host;
     this.connectPort = port;
@@ -880,7 +881,7 @@ export class HttpSession implements UpstreamOwner {
     if (info.tunnel) {
       this.mode = "tunnel";
       this.ep.socket.timeout(0);
-      this.tunnel = openTunnel(this.ctx, this.ep, host, port, rest);
+      this.tunnel = openTunnel(this.ctx, this.ep, info, rest);
       return;
     }
     this.ep.write(CONNECT_OK);
@@ -960,6 +961,7 @@ export class HttpSession implements UpstreamOwner {
   /** A 101's head goes to the client with its Connection/Upgrade headers intact. */
   private sendResponseHeadRaw(flow: Flow): void {
     const res = flow.response!;
+    this.ep.throttle = flow.throttleDown; // this flow's limit (or none): never the previous exchange's
     this.resHeadSent = true;
     this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: res.status, reason: res.reason, headers: res.headers }));
   }

@@ -1,5 +1,6 @@
+import type { ConnectInfo } from "../../pipeline/addon.ts";
 import type { ProxyContext } from "./context.ts";
-import { Endpoint } from "./endpoint.ts";
+import { Endpoint, type Throttle } from "./endpoint.ts";
 import { classifyConnectError } from "./upstream.ts";
 
 const CONNECT_OK = new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n");
@@ -13,7 +14,14 @@ export class Tunnel {
   private pending: Uint8Array[] = [];
   private done = false;
 
-  constructor(private readonly client: Endpoint, host: string, port: number, initial: Uint8Array, connectTimeoutMs: number) {
+  constructor(
+    private readonly client: Endpoint,
+    host: string,
+    port: number,
+    initial: Uint8Array,
+    connectTimeoutMs: number,
+    throttles: { down?: Throttle | null; up?: Throttle | null } = {},
+  ) {
     if (initial.length) this.pending.push(initial.slice());
     const timer = setTimeout(() => this.fail(`connect to ${host}:${port} timed out`), connectTimeoutMs);
     const self = this;
@@ -26,6 +34,8 @@ export class Tunnel {
           if (self.done) return void s.terminate();
           const ep = new Endpoint(s);
           self.server = ep;
+          ep.throttle = throttles.up ?? null;
+          self.client.throttle = throttles.down ?? null;
           ep.onDrain = () => self.client.resume();
           self.client.onDrain = () => ep.resume();
           self.client.write(CONNECT_OK);
@@ -90,6 +100,6 @@ export class Tunnel {
   }
 }
 
-export function openTunnel(ctx: ProxyContext, client: Endpoint, host: string, port: number, initial: Uint8Array): Tunnel {
-  return new Tunnel(client, host, port, initial, ctx.pool.opts.connectTimeoutMs);
+export function openTunnel(ctx: ProxyContext, client: Endpoint, info: ConnectInfo, initial: Uint8Array): Tunnel {
+  return new Tunnel(client, info.host, info.port, initial, ctx.pool.opts.connectTimeoutMs, { down: info.throttleDown, up: info.throttleUp });
 }
