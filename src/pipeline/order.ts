@@ -1,11 +1,11 @@
 import { captureFeature } from "../capture/feature.ts";
 import { ignoreHostsFeature } from "../ignore/feature.ts";
-// import: breakpoints
-// import: map-local
-// import: map-remote
-// import: throttle
-// import: websocket
-// import: mock
+import { breakpointsFeature } from "../breakpoints/feature.ts";
+import { mapLocalFeature } from "../map-local/feature.ts";
+import { mapRemoteFeature } from "../map-remote/feature.ts";
+import { throttleFeature } from "../throttle/feature.ts";
+import { websocketFeature } from "../websocket/feature.ts";
+import { mockFeature } from "../mock/feature.ts";
 import type { Feature, FeatureFactory } from "../service/feature.ts";
 import type { Addon } from "./addon.ts";
 
@@ -20,12 +20,12 @@ import type { Addon } from "./addon.ts";
 export const FEATURES: readonly FeatureFactory[] = [
   captureFeature,
   ignoreHostsFeature,
-  // slot: breakpoints
-  // slot: map-local
-  // slot: map-remote
-  // slot: throttle
-  // slot: websocket
-  // slot: mock
+  breakpointsFeature,
+  mapLocalFeature,
+  mapRemoteFeature,
+  throttleFeature,
+  websocketFeature,
+  mockFeature,
 ];
 
 export function orderedAddons(features: readonly Feature[]): Addon[] {

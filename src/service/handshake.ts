@@ -5,7 +5,7 @@ import { writeFileAtomic } from "../store/json-state.ts";
 export const HANDSHAKE_FILE = "api-handshake.json";
 export const LOCK_FILE = "instance.lock";
 
-/** Spec 2.1, plus proxy_port (and mock_port when the mock listener runs). */
+/** Spec 2.1, plus proxy_port. */
 export interface Handshake {
   port: number;
   token: string;
