@@ -16,6 +16,13 @@ import type { Addon } from "./addon.ts";
  *
  *   capture        decides whether the flow is recorded (capture on, client not ignored)
  *   ignore-hosts   tunnels CONNECTs to ignored hosts; keeps plain-HTTP flows to them out of capture
+ *   breakpoints    pauses flows at the request phase (breakpoints, intercept hosts) and the response phase
+ *   map-local      answers from an inline body or a local file (later request hooks are skipped)
+ *   map-remote     rewrites the destination just before the request goes upstream
+ *   throttle       attaches bandwidth limits and delays (also to tunnels, via its connect hook)
+ *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
+ *   mock           the standalone mock listener (routes and a listener, no hook)
+ *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [
   captureFeature,
