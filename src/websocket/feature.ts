@@ -21,7 +21,7 @@ export function responseExtensions(flow: Flow): string | undefined {
 /**
  * WebSocket capture (spec 2.20, 2.21, 4.16, 8): a record for every upgrade the capture feature records, frames
  * parsed from the relayed bytes beside the relay (which stays byte-for-byte), stored in memory within the
- * spec's limits. See docs/websocket.md for the decisions.
+ * spec's limits. See docs/api.md (WebSocket capture) for the decisions.
  */
 export function websocketFeature(ctx: FeatureContext, limits: WsLimits = WS_LIMITS): Feature & { store: WsStore } {
   const store = new WsStore(limits);
