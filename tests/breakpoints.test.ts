@@ -673,12 +673,10 @@ describe("persistence", () => {
   });
 });
 
-// ---------------------------------------------------------------- gaps outside src/breakpoints
-// These fail until the fixes listed in docs/breakpoints.md ("Known gaps") land in the core, capture and traffic
-// modules; each names the function to change.
+// ---------------------------------------------------------------- held flows meeting the core's edge cases
 
-describe("needs fixes outside src/breakpoints", () => {
-  // core: HttpSession.onClientEnd treats a FIN after a complete request as a half-close and keeps the flow held
+describe("client FIN, bodiless responses, upstream close while held, recorded rewrites", () => {
+  // a FIN from a client whose flow is held counts as the client going away
   test("a client that goes away (curl killed: a FIN, no RST) while paused leaves the list", { timeout: 20_000 }, async () => {
     const pattern = `${httpBase}/echo/gone-*`;
     await putBreakpoint(svc, { pattern });
@@ -706,7 +704,7 @@ describe("needs fixes outside src/breakpoints", () => {
     }
   });
 
-  // core: HttpSession.afterResponseHeaders only buffers responses whose framing has a body
+  // responses without a body are held too
   test("a bodiless response (HEAD, 204) pauses before it reaches the client", async () => {
     const pattern = `${httpBase}/status/204`;
     await putBreakpoint(svc, { pattern, intercept_request: false });
@@ -723,7 +721,7 @@ describe("needs fixes outside src/breakpoints", () => {
     }
   });
 
-  // core: HttpSession.onUpstreamClose fails a flow whose complete response is held by an addon
+  // the upstream closing does not fail a complete response that an addon holds
   test("a paused response survives the upstream closing its connection", { timeout: 20_000 }, async () => {
     // an upstream that answers with Connection: close, and closes when the test says so
     let upstreamSock: { end(): void } | null = null;
