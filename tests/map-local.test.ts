@@ -443,7 +443,7 @@ describe("Map Local through the proxy", () => {
     expect(s.ms).toBeGreaterThanOrEqual(700);
     expect(f.body.toString()).toBe("now");
     expect(order).toEqual(["fast", "slow"]);
-    const entry = svc.store.get((await get("/api/v1/traffic?limit=5")).json.items.find((i: any) => i.url === "http://slow.example.test/x").id)!;
+    const entry = (await svc.store.get((await get("/api/v1/traffic?limit=5")).json.items.find((i: any) => i.url === "http://slow.example.test/x").id))!;
     expect(entry.duration_ms).toBeGreaterThanOrEqual(700);
   });
 

@@ -220,10 +220,9 @@ describe("scoped throttle rules", () => {
     console.log(`scoped rule: 2 MiB at 256 KiB/s over HTTPS took ${slow.seconds.toFixed(3)} s`);
     expectAbout(slow.seconds, TWO_MIB / RATE);
 
-    // the captured entry names the rule that applied (read from the store: GET /traffic/{id} currently strips
-    // every extra field, a known issue of src/traffic/routes.ts reported by the map-local work)
+    // the captured entry names the rule that applied
     const list = (await (await svc.call("/api/v1/traffic?limit=1")).json()) as any;
-    const entry = svc.store.get(list.items[0].id) as unknown as Record<string, unknown>;
+    const entry = (await (await svc.call(`/api/v1/traffic/${list.items[0].id}`)).json()) as Record<string, unknown>;
     expect(entry.url).toBe(`${up.httpsUrl}/bytes?n=${TWO_MIB}`);
     expect(entry.throttle_rule).toBe("slow-bytes");
 

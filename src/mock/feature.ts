@@ -26,7 +26,9 @@ export function mockFeature(ctx: FeatureContext): MockFeature {
     matcher,
     masterEnabled: () => store.enabled,
     capturing: () => ctx.capture.capturing,
-    record: (e) => void ctx.store.add(e),
+    record: (e) => {
+      if (!ctx.isIgnoredClient(e.client_addr)) ctx.store.add(e);
+    },
     bodyLimit: ctx.config.bodyLimit,
     log: ctx.log,
   });

@@ -19,6 +19,8 @@ export interface FeatureContext {
   capture: CaptureControl;
   /** The running proxy's shared context (pipeline, pool, ...), for features that send requests themselves. */
   proxy: () => ProxyContext;
+  /** Whether a client label is on the ignored-clients list (its traffic is not recorded). */
+  isIgnoredClient: (label: string) => boolean;
   /** Be told when a flow was stored as a traffic entry; returns an unsubscribe. */
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
 }

@@ -70,7 +70,7 @@ export class TapwireService {
     this.releaseLock = acquireInstanceLock(dataDir);
     try {
       this.startedAt = Date.now();
-      this.store = new CaptureStore(join(dataDir, "capture.db"), { maxEntries: this.config.maxEntries });
+      this.store = await CaptureStore.open(join(dataDir, "capture.db"), { maxEntries: this.config.maxEntries });
       if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
       this.startProxy();
       for (const f of this.features) await f.start?.();
@@ -116,6 +116,7 @@ export class TapwireService {
       capture: this.capture,
       proxy: () => this.proxyCtx,
       onStored: (l) => this.captureAddon.onStored(l),
+      isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
     };
     this.features = FEATURES.map((make) => make(fctx));
     const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));
@@ -187,7 +188,7 @@ export class TapwireService {
       this.api = null;
     }
     try {
-      this.store?.close();
+      await this.store?.close();
     } catch (e) {
       this.log(`tapwire: closing the capture store failed: ${(e as Error).message}`);
     }

@@ -1,35 +1,55 @@
 /**
- * The capture store: every finished (or failed) flow the proxy sees, in SQLite.
+ * The capture store: every finished (or failed) flow the proxy sees, in SQLite. Main-thread side.
  *
- * - add() is the proxy hot path: it assigns the id and queues the entry, nothing else.
- *   Queued entries are written in one transaction every flushIntervalMs (or at once when maxPending are queued);
- *   body decoding (Content-Encoding, text/base64) and search indexing happen there, not on the request path.
- * - Tables: `entries` (the summary columns, plus path, host_lc and error: narrow, so scans stay cheap),
- *   `details` (header lists, extras), `bodies` (stored bodies and their flags), `entries_fts` (FTS5 trigram
- *   index over url + text bodies, used to find candidates for `search`), `meta` (schema version, id ceiling).
- * - Ids: increasing, never reused, also across clear() and crashes: `meta.id_ceiling` records, at each write,
- *   the highest id that can be handed out before the next write (at most maxPending more).
- * - WAL + synchronous=NORMAL: every committed flush survives kill -9. What was queued but not yet flushed
- *   at a crash (at most flushIntervalMs of traffic, at most maxPending entries) is lost.
+ * - add() is the proxy hot path: it assigns the id and queues the entry, nothing else. Queued entries go to the
+ *   writer Worker (capture-writer.ts) in batches, every flushIntervalMs or at once when maxPending are queued
+ *   (one JSON string + one transferred buffer of bodies per batch, see capture-protocol.ts). Every write (body
+ *   decoding, inserts, eviction, delete, clear, search indexing) happens in the worker, in the order posted;
+ *   schema and write rules are in capture-db.ts.
+ * - Reads (list, get) run here, on a read-only connection of their own (WAL: they never wait for the writer),
+ *   after the worker has acknowledged every entry added before the call: a client that got its response finds
+ *   its entry in the next API call.
+ * - Search uses the FTS index for ids up to meta.fts_indexed_upto and checks the later ones directly, in one read
+ *   transaction: exact whatever the indexing backlog.
+ * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
+ *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
+ * - Durability: what the worker acknowledged survives kill -9 (WAL, synchronous=NORMAL). A crash loses what
+ *   was still queued (at most flushIntervalMs of traffic) or in flight. Ids are never reused, crash or not.
+ * - ":memory:" (or "") is a private temporary file, removed by close().
  */
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
-import { decodeBodyBytes } from "./body-decode.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ftsTable, tuneConnection } from "./capture-db.ts";
+import { encodeBatch, type Queued, type WriterReply, type WriterRequest, type WriterStatus } from "./capture-protocol.ts";
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
+export { urlPath } from "./capture-db.ts";
+export type { WriterStatus } from "./capture-protocol.ts";
+
 export interface CaptureStoreOptions {
-  /** Oldest entries are evicted after a flush when more are stored. Default 100_000. */
+  /** Oldest entries are evicted after a write when more are stored. Default 100_000. */
   maxEntries?: number;
-  /** Queued entries are written at most this long after add(). Default 50. */
+  /** Queued entries are posted to the writer at most this long after add(). Default 15. */
   flushIntervalMs?: number;
-  /** Flush at once (inside add) when this many entries are queued. Default 500. */
+  /** Post at once (inside add) when this many entries are queued. Default 200. */
   maxPending?: number;
+  /** Fill the search index in the background. Default true (false: every search scans; see setIndexing). */
+  indexing?: boolean;
 }
 
 export const LIST_LIMIT_DEFAULT = 50;
 export const LIST_LIMIT_MAX = 500;
 
-const SCHEMA_VERSION = 1;
+/** Ids reserved ahead in meta.id_ceiling: a crash skips at most this many ids, and never reuses one. */
+const ID_RESERVE = 100_000;
+/**
+ * Above this much unacknowledged data (the writer is far behind: a stalled disk...), new entries are dropped
+ * (and counted, and reported) rather than held in memory without bound.
+ */
+const MAX_UNACKED_ENTRIES = 50_000;
+const MAX_UNACKED_BYTES = 256 * 1024 * 1024;
 
 /** Search strings shorter than this (in code points) cannot use the trigram index. */
 const TRIGRAM_MIN = 3;
@@ -70,10 +90,30 @@ interface DetailRow extends SummaryRow {
   res_decoded_from: string | null;
 }
 
-interface Pending {
-  id: number;
-  e: NewEntry;
+/** A batch posted to the writer and not acknowledged yet. */
+interface BatchInFlight {
+  kind: "batch";
+  /** Highest id in the batch. */
+  upto: number;
+  count: number;
+  bytes: number;
+  /** Posted by flush(): its error goes to that caller, not to the log. */
+  foreground: boolean;
+  /** Entries that could not even be encoded (dropped on this side). */
+  encodeError: string | null;
+  /** Set when acknowledged (or lost): the first error, if any. */
+  error: string | null;
 }
+
+/** Any other request: answered in order (except "indexed", answered when the index has caught up). */
+interface OpInFlight {
+  kind: "op";
+  msg: WriterRequest;
+  resolve: (r: { stored: number; value?: unknown }) => void;
+  reject: (e: Error) => void;
+}
+
+type InFlight = BatchInFlight | OpInFlight;
 
 const RESERVED_DETAIL_KEYS = new Set([
   "id", "method", "url", "host", "status_code", "content_type", "duration_ms", "timestamp", "client_addr",
@@ -84,23 +124,6 @@ const RESERVED_DETAIL_KEYS = new Set([
 
 const SUMMARY_COLUMNS =
   "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error";
-
-/** URL path without query or fragment, as it appears in the URL (not normalised). "" for authority-form (CONNECT). */
-export function urlPath(url: string): string {
-  let rest: string;
-  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/.exec(url);
-  if (m) rest = url.slice(m[0].length);
-  else if (url.startsWith("/")) rest = url;
-  else return "";
-  const cut = rest.search(/[?#]/);
-  const path = cut >= 0 ? rest.slice(0, cut) : rest;
-  return path === "" ? "/" : path;
-}
-
-function isCorruptionError(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT";
-}
 
 function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
@@ -123,169 +146,329 @@ function parseHeaders(json: string | null): HeaderList {
   }
 }
 
+function bodyBytes(b: Uint8Array | null | undefined): number {
+  return b && typeof b.byteLength === "number" ? b.byteLength : 0;
+}
+
+/** Where the writer's code is: next to this file from source; an extra entrypoint of the compiled binary (build.ts). */
+const WRITER_URL = new URL("./capture-writer.ts", import.meta.url);
+
 export class CaptureStore {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
-  readonly recoveredFrom: string | null = null;
-  /** The last error of a flush started by the timer or by maxPending (flush() throws instead); null after a good one. */
+  recoveredFrom: string | null = null;
+  /**
+   * The last error of a write nobody waited for (timer, maxPending, reads), or of the writer itself (it died, it
+   * is behind and entries are dropped); flush() rejects instead. Null again after a good background write.
+   */
   lastFlushError: Error | null = null;
 
-  private db: Database;
+  private readonly path: string;
+  private readonly tempDir: string | null;
   private readonly maxEntries: number;
   private readonly flushIntervalMs: number;
   private readonly maxPending: number;
-  private pending: Pending[] = [];
+  /** Whether the writer indexes in the background (the option, then setIndexing; a restarted writer keeps it). */
+  private indexing: boolean;
+  private reader: Database | null = null;
+  private hasFts = false;
+
+  private worker: Worker | null = null;
+  private workerRefd = false;
+  private restarts = 0;
+  /** Set when the writer died a second time: nothing is written any more (reads still work). */
+  private dead: Error | null = null;
+  private seq = 0;
+  private readonly inflight = new Map<number, InFlight>();
+  private inflightEntries = 0;
+  private inflightBytes = 0;
+
+  private pending: Queued[] = [];
+  private pendingBytes = 0;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private nextId = 1;
-  /** Rows in the entries table (kept in memory so count() and eviction need no COUNT(*)). */
+  /** Highest id that was queued for writing (ids of dropped entries are not). */
+  private lastQueued = 0;
+  /** Every id up to this one is settled: written, or known lost. */
+  private acked = 0;
+  private ackWaiters: { id: number; resolve: () => void }[] = [];
+  /** Rows in the entries table, as of the writer's last reply. */
   private stored = 0;
-  private hasFts = false;
+  /** Entries dropped because the writer was far behind (or dead), since the last report. */
+  private dropped = 0;
+  private overloaded = false;
   private closed = false;
+  private closing: Promise<void> | null = null;
+  /** Set while a writer opens the database: told if it fails or dies meanwhile. */
+  private openWaiter: { reject: (e: Error) => void } | null = null;
+  /** killWriterForTest's caller, told when the writer's end has been dealt with. */
+  private afterWriterStopped: (() => void) | null = null;
 
-  constructor(dbPath: string, opts: CaptureStoreOptions = {}) {
+  private constructor(dbPath: string, opts: CaptureStoreOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries ?? 100_000));
-    this.flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 50);
-    this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 500));
-
-    let db: Database | null = null;
-    try {
-      db = new Database(dbPath, { create: true, strict: true });
-      this.init(db);
-    } catch (e) {
-      const corrupt = dbPath !== ":memory:" && dbPath !== "" && isCorruptionError(e);
-      const movedTo = `${dbPath}.corrupt-${Date.now()}`;
-      // SQLite deletes the -wal file when the connection closes: keep a copy of it with the corrupt file
-      if (corrupt && existsSync(`${dbPath}-wal`)) copyFileSync(`${dbPath}-wal`, `${movedTo}-wal`);
-      try {
-        db?.close();
-      } catch {
-        // already unusable
-      }
-      if (!corrupt) throw e;
-      renameSync(dbPath, movedTo);
-      for (const suffix of ["-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });
-      this.recoveredFrom = movedTo;
-      db = new Database(dbPath, { create: true, strict: true });
-      this.init(db);
-    }
-    this.db = db;
-  }
-
-  private init(db: Database): void {
-    db.run("PRAGMA journal_mode = WAL");
-    db.run("PRAGMA synchronous = NORMAL");
-    db.run("PRAGMA busy_timeout = 5000");
-    db.run("PRAGMA temp_store = MEMORY");
-    db.run("PRAGMA cache_size = -32768"); // 32 MiB
-    // reads through a memory map: about twice as fast for body scans (search verification); writes still use write()
-    db.run("PRAGMA mmap_size = 1073741824");
-    db.transaction(() => {
-      db.run(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID`);
-      db.run(`CREATE TABLE IF NOT EXISTS entries (
-        id INTEGER PRIMARY KEY,
-        timestamp INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        url TEXT NOT NULL,
-        host TEXT NOT NULL,
-        host_lc TEXT NOT NULL,
-        path TEXT NOT NULL,
-        status_code INTEGER NOT NULL,
-        content_type TEXT NOT NULL,
-        duration_ms INTEGER NOT NULL,
-        client_addr TEXT NOT NULL,
-        has_response INTEGER NOT NULL,
-        error TEXT
-      )`);
-      // detail-only columns live apart so that scans of entries stay narrow (no header JSON in the way)
-      db.run(`CREATE TABLE IF NOT EXISTS details (
-        id INTEGER PRIMARY KEY,
-        req_headers TEXT NOT NULL,
-        res_headers TEXT NOT NULL,
-        extra TEXT
-      )`);
-      // Each index holds every filter column, so a count (and the id list of a page) is answered from the
-      // index alone, whatever the combination: no per-row table lookups (measured 40 ms+ at 100k rows).
-      // Substring filters (host, path) are evaluated on the index entries; no index can seek on them.
-      db.run(
-        "CREATE INDEX IF NOT EXISTS entries_method ON entries (method COLLATE NOCASE, status_code, host_lc, path, timestamp)",
-      );
-      db.run("CREATE INDEX IF NOT EXISTS entries_status ON entries (status_code, host_lc, path, timestamp)");
-      db.run("CREATE INDEX IF NOT EXISTS entries_timestamp ON entries (timestamp, status_code, host_lc, path, method)");
-      // body: TEXT when encoding is utf8, BLOB (raw bytes, served as base64) when base64
-      db.run(`CREATE TABLE IF NOT EXISTS bodies (
-        id INTEGER PRIMARY KEY,
-        req_body, req_encoding TEXT NOT NULL, req_size INTEGER NOT NULL, req_truncated INTEGER NOT NULL,
-        req_decoded_from TEXT NOT NULL,
-        res_body, res_encoding TEXT NOT NULL, res_size INTEGER NOT NULL, res_truncated INTEGER NOT NULL,
-        res_decoded_from TEXT NOT NULL
-      )`);
-      db.run(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ${SCHEMA_VERSION})`);
-    })();
-    const fts = db.query("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'entries_fts'").get();
-    if (fts) {
-      this.hasFts = true;
+    this.flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 15);
+    this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
+    this.indexing = opts.indexing ?? true;
+    if (dbPath === ":memory:" || dbPath === "") {
+      this.tempDir = mkdtempSync(join(tmpdir(), "tapwire-capture-"));
+      this.path = join(this.tempDir, "capture.db");
     } else {
-      try {
-        db.transaction(() => {
-          // contentless: the text lives once, in bodies; contentless_delete (SQLite >= 3.43) allows deleting rows.
-          // detail=none: rowids only (no positions): half the indexing time, a fraction of the size; the
-          // index only selects candidates, the substring itself is checked on the stored text.
-          db.run(`CREATE VIRTUAL TABLE entries_fts USING fts5(url, req_body, res_body,
-            content='', contentless_delete=1, detail=none, tokenize='trigram')`);
-          // entries written by a SQLite that had no FTS5 get indexed now
-          db.run(`INSERT INTO entries_fts (rowid, url, req_body, res_body)
-            SELECT e.id, e.url,
-              CASE WHEN b.req_encoding = 'utf8' THEN b.req_body ELSE '' END,
-              CASE WHEN b.res_encoding = 'utf8' THEN b.res_body ELSE '' END
-            FROM entries e LEFT JOIN bodies b ON b.id = e.id`);
-        })();
-        this.hasFts = true;
-      } catch {
-        // SQLite without FTS5 / trigram / contentless_delete: every search scans (same results, slower)
-        this.hasFts = false;
+      this.tempDir = null;
+      this.path = dbPath;
+    }
+  }
+
+  /** Opens (creating or recovering) the database at dbPath; ":memory:" is a temporary file removed at close. */
+  static async open(dbPath: string, opts: CaptureStoreOptions = {}): Promise<CaptureStore> {
+    const s = new CaptureStore(dbPath, opts);
+    try {
+      const opened = await s.startWriter();
+      s.nextId = opened.nextId;
+      s.lastQueued = s.acked = opened.nextId - 1;
+      s.stored = opened.stored;
+      s.recoveredFrom = opened.recoveredFrom;
+      s.hasFts = opened.hasFts;
+      const reader = new Database(s.path, { readonly: true, strict: true });
+      tuneConnection(reader);
+      s.reader = reader;
+    } catch (e) {
+      s.closed = true;
+      s.worker?.terminate();
+      if (s.tempDir) rmSync(s.tempDir, { recursive: true, force: true });
+      throw e;
+    }
+    s.updateRef();
+    return s;
+  }
+
+  // --- the writer ------------------------------------------------------------------------------------------------
+
+  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; hasFts: boolean }> {
+    const w = new Worker(WRITER_URL);
+    this.worker = w;
+    this.workerRefd = true;
+    let lastError = "";
+    w.addEventListener("error", (ev: Event) => {
+      lastError = (ev as ErrorEvent).message || "uncaught error";
+    });
+    w.addEventListener("close", (ev: Event) => {
+      if (this.worker !== w) return;
+      this.writerStopped(lastError || `exit code ${(ev as CloseEvent).code}`);
+    });
+    w.addEventListener("messageerror", () => {
+      lastError = "unreadable message";
+    });
+    return new Promise((resolve, reject) => {
+      this.openWaiter = { reject };
+      w.onmessage = (ev: MessageEvent<WriterReply>) => {
+        if (this.worker !== w) return; // a late message of a writer that was replaced
+        const m = ev.data;
+        if (m.t !== "opened") return this.onReply(m);
+        const waiter = this.openWaiter;
+        this.openWaiter = null;
+        if (!m.ok) {
+          const err = Object.assign(new Error(m.error ?? "capture writer failed to open the database"), m.code ? { code: m.code } : {});
+          this.worker = null; // its close event is no death
+          w.terminate();
+          waiter?.reject(err);
+          return;
+        }
+        this.stored = m.stored ?? 0;
+        resolve({ nextId: m.nextId ?? 1, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, hasFts: m.hasFts === true });
+      };
+      w.postMessage({
+        t: "open",
+        path: this.path,
+        maxEntries: this.maxEntries,
+        assigned: this.nextId - 1,
+        idReserve: ID_RESERVE,
+        indexing: this.indexing,
+      } satisfies WriterRequest);
+    });
+  }
+
+  /** The worker ended without being asked to: report, settle what it had, start another one (once). */
+  private writerStopped(reason: string): void {
+    this.worker = null;
+    if (this.openWaiter) {
+      // it died while opening the database
+      const w = this.openWaiter;
+      this.openWaiter = null;
+      w.reject(new Error(`capture writer stopped while opening the database: ${reason}`));
+      return;
+    }
+    const err = new Error(`capture writer stopped unexpectedly (${reason})`);
+    const ops = this.settleInFlight(err);
+    if (this.closed) {
+      for (const op of ops) op.reject(new Error("capture store is closed"));
+      return;
+    }
+    if (this.restarts >= 1) {
+      for (const op of ops) this.inflight.set((op.msg as { seq: number }).seq, op);
+      this.becomeDead(new Error(`${err.message}; not restarted again: captured traffic is no longer stored`));
+      return;
+    }
+    this.restarts++;
+    this.lastFlushError = err;
+    console.error(`capture store: ${err.message}; restarting it`);
+    this.startWriter().then(
+      (opened) => {
+        this.stored = opened.stored;
+        this.updateRef();
+        this.notifyWriterStopped();
+      },
+      (e: Error) => this.becomeDead(new Error(`capture writer could not be restarted: ${e.message}`)),
+    );
+    // requests the dead worker had not answered go to the new one, in order, after what it opens with
+    for (const op of ops) this.postOp(op);
+    this.updateRef();
+  }
+
+  /**
+   * Settles what the writer had not answered: batches are lost (unless it committed them: the next writer finds
+   * those), their ids settled; the other requests are returned, to be sent again or refused.
+   */
+  private settleInFlight(err: Error): OpInFlight[] {
+    const ops: OpInFlight[] = [];
+    for (const rec of this.inflight.values()) {
+      if (rec.kind === "batch") {
+        rec.error = err.message;
+        this.inflightEntries -= rec.count;
+        this.inflightBytes -= rec.bytes;
+        if (rec.upto > this.acked) this.acked = rec.upto;
+      } else {
+        ops.push(rec);
       }
     }
-    if (this.hasFts) {
-      // merge index segments 8 at a time instead of 4: measured at 100k entries with 20-entry flushes,
-      // about half the flush cost and p95 flush time down from ~220 ms to ~90 ms; searches barely slower
-      db.run("INSERT INTO entries_fts (entries_fts, rank) VALUES ('automerge', 8)");
-    }
-    const maxRow = db.query("SELECT MAX(id) AS m, COUNT(*) AS c FROM entries").get() as { m: number | null; c: number };
-    const ceil = db.query("SELECT value FROM meta WHERE key = 'id_ceiling'").get() as { value: number } | null;
-    this.nextId = Math.max(maxRow.m ?? 0, ceil?.value ?? 0) + 1;
-    this.stored = maxRow.c;
+    this.inflight.clear();
+    this.wakeAckWaiters();
+    return ops;
   }
 
-  private assertOpen(): void {
-    if (this.closed) throw new Error("capture store is closed");
+  /** No writer any more: nothing is written from now on; reads keep working. */
+  private becomeDead(err: Error): void {
+    this.dead = err;
+    this.lastFlushError = err;
+    console.error(`capture store: ${err.message}`);
+    const w = this.worker;
+    this.worker = null;
+    w?.terminate();
+    for (const op of this.settleInFlight(err)) op.reject(err);
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.cancelTimer();
+    this.acked = Math.max(this.acked, this.lastQueued);
+    this.wakeAckWaiters();
+    this.notifyWriterStopped();
   }
 
-  /** Queues an entry and returns its id. Cheap: no SQLite work unless maxPending entries are queued. */
-  add(e: NewEntry): number {
-    this.assertOpen();
-    const id = this.nextId++;
-    this.pending.push({ id, e });
-    if (this.pending.length >= this.maxPending) {
-      this.backgroundFlush();
-    } else if (this.timer === null) {
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        this.backgroundFlush();
-      }, this.flushIntervalMs);
-      (this.timer as { unref?: () => void }).unref?.();
-    }
-    return id;
+  private notifyWriterStopped(): void {
+    const f = this.afterWriterStopped;
+    this.afterWriterStopped = null;
+    f?.();
   }
 
-  /** A flush nobody waits for (timer, maxPending): a failure is recorded and logged, never thrown at the proxy. */
-  private backgroundFlush(): void {
-    if (this.closed) return;
-    try {
-      this.flush();
-      this.lastFlushError = null;
-    } catch (err) {
-      this.lastFlushError = err instanceof Error ? err : new Error(String(err));
-      console.error(`capture store: flush failed: ${this.lastFlushError.message}`);
+  /** The worker keeps the process alive only while something waits for it. */
+  private updateRef(): void {
+    const w = this.worker;
+    if (!w) return;
+    const want = this.inflight.size > 0 || this.openWaiter !== null;
+    if (want !== this.workerRefd) {
+      this.workerRefd = want;
+      if (want) w.ref();
+      else w.unref();
     }
+  }
+
+  private onReply(m: WriterReply): void {
+    if (m.t !== "reply") return;
+    const rec = this.inflight.get(m.seq);
+    if (!rec) return;
+    this.inflight.delete(m.seq);
+    if (rec.kind === "batch") {
+      this.stored = m.stored;
+      this.inflightEntries -= rec.count;
+      this.inflightBytes -= rec.bytes;
+      if (rec.upto > this.acked) this.acked = rec.upto;
+      rec.error = rec.encodeError ?? m.error;
+      if (!rec.foreground) {
+        if (rec.error !== null) {
+          this.lastFlushError = new Error(rec.error);
+          console.error(`capture store: write failed: ${rec.error}`);
+        } else if (this.dead === null && !this.overloaded) {
+          this.lastFlushError = null;
+        }
+      }
+      if (this.overloaded && this.inflightEntries + this.pending.length < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pendingBytes < MAX_UNACKED_BYTES / 2) {
+        this.overloaded = false;
+        console.error(`capture store: the writer caught up; ${this.dropped} entries were dropped meanwhile`);
+        this.dropped = 0;
+      }
+      this.wakeAckWaiters();
+    } else {
+      if (rec.msg.t !== "indexed") this.stored = m.stored;
+      if (m.error !== null) rec.reject(new Error(m.error));
+      else rec.resolve({ stored: m.stored, value: m.value });
+    }
+    this.updateRef();
+  }
+
+  private wakeAckWaiters(): void {
+    if (this.ackWaiters.length === 0) return;
+    const still: typeof this.ackWaiters = [];
+    for (const w of this.ackWaiters) {
+      if (w.id <= this.acked) w.resolve();
+      else still.push(w);
+    }
+    this.ackWaiters = still;
+  }
+
+  private postOp(op: OpInFlight): void {
+    if (!this.worker) {
+      op.reject(this.dead ?? new Error("capture store is closed"));
+      return;
+    }
+    const seq = (op.msg as { seq: number }).seq;
+    this.inflight.set(seq, op);
+    this.worker.postMessage(op.msg);
+    this.updateRef();
+  }
+
+  /** Sends a request to the writer (after everything queued before it) and resolves with its answer. */
+  private request(msg: WriterRequest): Promise<{ stored: number; value?: unknown }> {
+    if (this.dead) return Promise.reject(this.dead);
+    this.post(false);
+    return new Promise((resolve, reject) => this.postOp({ kind: "op", msg, resolve, reject }));
+  }
+
+  private nextSeq(): number {
+    return ++this.seq;
+  }
+
+  /** Posts the queued entries to the writer as one batch. */
+  private post(foreground: boolean): BatchInFlight | null {
+    this.cancelTimer();
+    if (this.pending.length === 0 || !this.worker) return null;
+    const items = this.pending;
+    this.pending = [];
+    this.pendingBytes = 0;
+    const enc = encodeBatch(items);
+    const seq = this.nextSeq();
+    const rec: BatchInFlight = {
+      kind: "batch",
+      upto: items[items.length - 1]!.id,
+      count: items.length,
+      bytes: enc.bodies.byteLength,
+      foreground,
+      encodeError: enc.error,
+      error: null,
+    };
+    this.inflight.set(seq, rec);
+    this.inflightEntries += rec.count;
+    this.inflightBytes += rec.bytes;
+    const msg: WriterRequest = { t: "batch", seq, rows: enc.rows, bodies: enc.bodies, upto: rec.upto, ceiling: this.nextId - 1 + ID_RESERVE };
+    this.worker.postMessage(msg, [enc.bodies]);
+    this.updateRef();
+    return rec;
   }
 
   private cancelTimer(): void {
@@ -295,96 +478,193 @@ export class CaptureStore {
     }
   }
 
-  /** Highest id that may have been handed out before the next write: ids are never reused after a crash. */
-  private writeIdCeiling(value: number): void {
-    this.db.query("INSERT INTO meta (key, value) VALUES ('id_ceiling', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(value);
+  /** Resolves once every id up to `id` is settled (written, or known lost). */
+  private waitAcked(id: number): Promise<void> {
+    if (id <= this.acked) return Promise.resolve();
+    return new Promise((resolve) => this.ackWaiters.push({ id, resolve }));
+  }
+
+  /** Before a read: everything added so far is posted and acknowledged. */
+  private sync(): Promise<void> {
+    if (this.lastQueued <= this.acked) return Promise.resolve();
+    this.post(false);
+    return this.waitAcked(this.lastQueued);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error("capture store is closed");
+  }
+
+  // --- writing ---------------------------------------------------------------------------------------------------
+
+  /** Queues an entry and returns its id. Cheap: no SQLite work; posts to the writer when maxPending are queued. */
+  add(e: NewEntry): number {
+    this.assertOpen();
+    const id = this.nextId++;
+    if (this.dead) return id;
+    const bytes = bodyBytes(e.req_body) + bodyBytes(e.res_body);
+    if (
+      this.inflightEntries + this.pending.length >= MAX_UNACKED_ENTRIES ||
+      (this.inflightBytes + this.pendingBytes + bytes > MAX_UNACKED_BYTES && this.inflightEntries + this.pending.length > 0)
+    ) {
+      this.dropped++;
+      if (!this.overloaded) {
+        this.overloaded = true;
+        this.lastFlushError = new Error("capture store: the writer is far behind; new entries are dropped until it catches up");
+        console.error(this.lastFlushError.message);
+      }
+      return id;
+    }
+    this.pending.push({ id, e });
+    this.pendingBytes += bytes;
+    this.lastQueued = id;
+    if (this.pending.length >= this.maxPending) {
+      this.post(false);
+    } else if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        if (!this.closed) this.post(false);
+      }, this.flushIntervalMs);
+      (this.timer as { unref?: () => void }).unref?.();
+    }
+    return id;
   }
 
   /**
-   * Writes every queued entry in one transaction, then evicts the oldest above maxEntries.
-   * An entry that cannot be written (malformed, or SQLite refuses it) is dropped and the error thrown after
-   * the others are written; queued entries are never retried, so a bad one cannot block the queue.
+   * Posts every queued entry and resolves once the writer has acknowledged all entries added so far.
+   * Rejects with the first error of the entries it posted (an entry that cannot be written is dropped alone).
    */
-  flush(): void {
+  async flush(): Promise<void> {
+    this.assertOpen();
+    const rec = this.post(true);
+    await this.waitAcked(this.lastQueued);
+    if (rec?.error) throw new Error(rec.error);
+    if (this.dead) throw this.dead;
+  }
+
+  /** Highest id acknowledged by the writer (every id up to it is stored, or was dropped / deleted). */
+  get committedId(): number {
+    return this.acked;
+  }
+
+  /** Resolves once the entry `id` (and every earlier one) has been written, without hurrying the batch timer. */
+  waitCommitted(id: number): Promise<void> {
+    return this.waitAcked(Math.min(id, this.lastQueued));
+  }
+
+  /** Deletes one entry; false when there is no such entry. */
+  async delete(id: number): Promise<boolean> {
+    this.assertOpen();
+    const r = await this.request({ t: "delete", seq: this.nextSeq(), id });
+    return r.value === true;
+  }
+
+  /** Drops every entry, queued ones too. Ids keep increasing. */
+  async clear(): Promise<void> {
     this.assertOpen();
     this.cancelTimer();
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
+    const dropped = this.lastQueued;
     this.pending = [];
+    this.pendingBytes = 0;
+    await this.request({ t: "clear", seq: this.nextSeq(), ceiling: this.nextId - 1 + ID_RESERVE });
+    // the queued entries that were dropped are settled too
+    if (dropped > this.acked) this.acked = dropped;
+    this.wakeAckWaiters();
+  }
 
-    let firstError: unknown = null;
-    const rows: Row[] = [];
-    for (const { id, e } of batch) {
-      try {
-        rows.push(prepareRow(id, e));
-      } catch (err) {
-        firstError ??= err;
-      }
-    }
-    if (rows.length > 0) {
-      const storedBefore = this.stored;
-      try {
-        this.writeBatch(rows);
-      } catch (err) {
-        this.stored = storedBefore;
-        if (rows.length === 1) {
-          firstError ??= err;
-        } else {
-          // find the culprit(s): the others are written one by one
-          for (const r of rows) {
-            const before = this.stored;
-            try {
-              this.writeBatch([r]);
-            } catch (err1) {
-              this.stored = before;
-              firstError ??= err1;
-            }
-          }
+  /** Number of entries: stored ones (as of the writer's last answer) plus queued and in-flight ones. */
+  count(): number {
+    this.assertOpen();
+    return this.stored + this.pending.length + this.inflightEntries;
+  }
+
+  /** What the writer reports: search index progress and write / index timings. */
+  async writerStatus(): Promise<WriterStatus> {
+    this.assertOpen();
+    return (await this.request({ t: "status", seq: this.nextSeq() })).value as WriterStatus;
+  }
+
+  /** Resolves once every entry written so far is in the search index (rejects while indexing is paused). */
+  async waitIndexed(): Promise<void> {
+    this.assertOpen();
+    await this.request({ t: "indexed", seq: this.nextSeq() });
+  }
+
+  /** Pauses (false) or resumes (true) background search indexing; search stays exact either way. */
+  async setIndexing(on: boolean): Promise<void> {
+    this.assertOpen();
+    this.indexing = on;
+    await this.request({ t: "indexing", seq: this.nextSeq(), on });
+  }
+
+  /**
+   * Test hook: ends the writer Worker as a crash would; resolves once the store has dealt with it (a new writer
+   * is open, or the store gave up on writing).
+   */
+  killWriterForTest(): Promise<void> {
+    const w = this.worker;
+    if (!w) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.afterWriterStopped = resolve;
+      w.terminate();
+    });
+  }
+
+  /** Posts what is queued, waits for the writer to write it and close the database, then ends the worker. */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    this.cancelTimer();
+    this.closing = (async () => {
+      // the reader goes first: the writer's connection, closing last, checkpoints and removes the WAL
+      this.reader?.close();
+      this.reader = null;
+      if (!this.dead && this.worker) {
+        try {
+          await this.request({ t: "close", seq: this.nextSeq(), ceiling: this.nextId - 1 });
+        } catch (e) {
+          console.error(`capture store: closing the writer failed: ${(e as Error).message}`);
         }
       }
-    }
-    if (firstError !== null) throw firstError;
-  }
-
-  private writeBatch(rows: Row[]): void {
-    const db = this.db;
-    const insEntry = db.query(
-      `INSERT INTO entries (id, timestamp, method, url, host, host_lc, path, status_code, content_type, duration_ms,
-        client_addr, has_response, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-    );
-    const insDetail = db.query("INSERT INTO details (id, req_headers, res_headers, extra) VALUES (?,?,?,?)");
-    const insBody = db.query(
-      `INSERT INTO bodies (id, req_body, req_encoding, req_size, req_truncated, req_decoded_from,
-        res_body, res_encoding, res_size, res_truncated, res_decoded_from) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
-    );
-    const insFts = this.hasFts ? db.query("INSERT INTO entries_fts (rowid, url, req_body, res_body) VALUES (?,?,?,?)") : null;
-    db.transaction(() => {
-      for (const r of rows) {
-        insEntry.run(...r.entry);
-        insDetail.run(...r.detail);
-        insBody.run(...r.body);
-        insFts?.run(...r.fts);
-      }
-      this.stored += rows.length;
-      this.writeIdCeiling(this.nextId - 1 + this.maxPending);
-      if (this.stored > this.maxEntries) {
-        const excess = this.stored - this.maxEntries;
-        const cut = db.query("SELECT id FROM entries ORDER BY id ASC LIMIT 1 OFFSET ?").get(excess - 1) as { id: number } | null;
-        if (cut) this.deleteUpTo(cut.id);
-      }
+      const w = this.worker;
+      this.worker = null;
+      w?.terminate();
+      this.acked = Math.max(this.acked, this.lastQueued);
+      this.wakeAckWaiters();
+      if (this.tempDir) rmSync(this.tempDir, { recursive: true, force: true });
     })();
+    return this.closing;
   }
 
-  private deleteUpTo(maxId: number): void {
-    const n = this.db.query("DELETE FROM entries WHERE id <= ?").run(maxId).changes;
-    this.db.query("DELETE FROM details WHERE id <= ?").run(maxId);
-    this.db.query("DELETE FROM bodies WHERE id <= ?").run(maxId);
-    if (this.hasFts) this.db.query("DELETE FROM entries_fts WHERE rowid <= ?").run(maxId);
-    this.stored -= n;
+  // --- reading ---------------------------------------------------------------------------------------------------
+
+  private get db(): Database {
+    if (!this.reader) throw new Error("capture store is closed");
+    return this.reader;
   }
 
-  /** Builds the WHERE clause for a query; values are always bound, never interpolated. */
-  private whereClause(q: ListQuery): { sql: string; params: Param[]; filtered: boolean } {
+  /** Runs reads in one read transaction: one snapshot for the count, the index mark and the page. */
+  private snapshot<T>(fn: (db: Database) => T): T {
+    const db = this.db;
+    db.run("BEGIN");
+    try {
+      return fn(db);
+    } finally {
+      db.run("COMMIT");
+    }
+  }
+
+  private metaValue(db: Database, key: string): number {
+    const r = db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: number } | null;
+    return r ? r.value : 0;
+  }
+
+  /**
+   * Builds the WHERE clause for a query; values are always bound, never interpolated (only the names of the
+   * search index tables are, which come from fts_gens). `volatile`: the SQL names index generations, which come
+   * and go: not worth keeping in the statement cache.
+   */
+  private whereClause(db: Database, q: ListQuery): { sql: string; params: Param[]; filtered: boolean; volatile: boolean } {
     const conds: string[] = [];
     const params: Param[] = [];
     if (typeof q.host === "string" && q.host !== "") {
@@ -427,21 +707,26 @@ export class CaptureStore {
       conds.push("timestamp >= ?");
       params.push(since);
     }
+    let volatile = false;
     if (typeof q.search === "string" && q.search !== "") {
-      this.searchCondition(q.search, conds, params);
+      volatile = this.searchCondition(db, q.search, conds, params);
     }
-    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0 };
+    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0, volatile };
   }
 
   /**
    * search = substring of the URL or of a text body, case-insensitive for ASCII letters.
-   * With 3+ characters the trigram index yields the candidates (rows holding every trigram of the string);
-   * the candidates are then checked for the real substring. Shorter strings (and SQLite without FTS5) scan.
+   * With 3+ characters the trigram index yields the candidates among the indexed ids (rows holding every trigram
+   * of the string), and every id above the index mark is a candidate too; the candidates are then checked for the
+   * real substring. Shorter strings (and SQLite without FTS5) scan.
    */
-  private searchCondition(search: string, conds: string[], params: Param[]): void {
+  private searchCondition(db: Database, search: string, conds: string[], params: Param[]): boolean {
     const cps = [...search];
     let verify = true;
-    if (this.hasFts && cps.length >= TRIGRAM_MIN) {
+    let indexedUpto = 0;
+    let volatile = false;
+    if (this.hasFts && cps.length >= TRIGRAM_MIN) indexedUpto = this.metaValue(db, "fts_indexed_upto");
+    if (indexedUpto > 0) {
       const grams = new Set<string>();
       for (let i = 0; i + TRIGRAM_MIN <= cps.length; i++) grams.add(cps.slice(i, i + TRIGRAM_MIN).join(""));
       let list = [...grams];
@@ -450,37 +735,59 @@ export class CaptureStore {
         const step = (list.length - 1) / (MAX_QUERY_TRIGRAMS - 1);
         list = Array.from({ length: MAX_QUERY_TRIGRAMS }, (_, i) => list[Math.round(i * step)]!);
       }
-      conds.push("id IN (SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?)");
-      params.push(list.map((g) => `"${g.replaceAll('"', '""')}"`).join(" AND "));
+      // the index (its generations together) holds exactly the stored ids <= indexedUpto; the ones above are
+      // all candidates
+      const match = list.map((g) => `"${g.replaceAll('"', '""')}"`).join(" AND ");
+      const gens = db.query("SELECT gen FROM fts_gens ORDER BY gen").all() as { gen: number }[];
+      const parts: string[] = [];
+      for (const { gen } of gens) {
+        const t = ftsTable(gen);
+        parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ?`);
+        params.push(match);
+      }
+      parts.push("SELECT id FROM entries WHERE id > ?");
+      params.push(indexedUpto);
+      conds.push(`id IN (${parts.join(" UNION ALL ")})`);
+      volatile = gens.length > 0;
       // a single ASCII trigram is matched exactly by the index (its case folding equals ASCII lowering)
       verify = !(cps.length === TRIGRAM_MIN && /^[\x00-\x7f]*$/.test(search));
     }
-    if (verify) {
-      const pattern = `%${search.replace(/[\\%_]/g, "\\$&")}%`;
-      if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
-        // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
-        conds.push(`(url LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-          (b.req_encoding = 'utf8' AND b.req_body LIKE ? ESCAPE '\\') OR
-          (b.res_encoding = 'utf8' AND b.res_body LIKE ? ESCAPE '\\'))))`);
-        params.push(pattern, pattern, pattern);
-      } else {
-        // LIKE refuses patterns over 50,000 bytes; same semantics, slower
-        const needle = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
-        conds.push(`(instr(lower(url), ?) > 0 OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-          (b.req_encoding = 'utf8' AND instr(lower(b.req_body), ?) > 0) OR
-          (b.res_encoding = 'utf8' AND instr(lower(b.res_body), ?) > 0))))`);
-        params.push(needle, needle, needle);
-      }
+    let check: string;
+    const checkParams: Param[] = [];
+    const pattern = `%${search.replace(/[\\%_]/g, "\\$&")}%`;
+    if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
+      // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
+      check = `(url LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
+        (b.req_encoding = 'utf8' AND b.req_body LIKE ? ESCAPE '\\') OR
+        (b.res_encoding = 'utf8' AND b.res_body LIKE ? ESCAPE '\\'))))`;
+      checkParams.push(pattern, pattern, pattern);
+    } else {
+      // LIKE refuses patterns over 50,000 bytes; same semantics, slower
+      const needle = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+      check = `(instr(lower(url), ?) > 0 OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
+        (b.req_encoding = 'utf8' AND instr(lower(b.req_body), ?) > 0) OR
+        (b.res_encoding = 'utf8' AND instr(lower(b.res_body), ?) > 0))))`;
+      checkParams.push(needle, needle, needle);
     }
+    if (verify) {
+      conds.push(check);
+      params.push(...checkParams);
+    } else {
+      // indexed candidates are exact; the unindexed ones are checked
+      conds.push(`(id <= ? OR ${check})`);
+      params.push(indexedUpto, ...checkParams);
+    }
+    return volatile;
   }
 
   /**
    * One page of summaries. limit: default 50, capped at 500, 0 gives no items but the right total;
    * offset default 0. Order id DESC, or id ASC when since_id is given; q.order overrides.
+   * Sees every entry added before the call.
    */
-  list(q: ListQuery = {}): ListResult {
+  async list(q: ListQuery = {}): Promise<ListResult> {
     this.assertOpen();
-    this.flush();
+    await this.sync();
     const rawLimit = finiteOrUndefined(q.limit);
     const limit = rawLimit === undefined ? LIST_LIMIT_DEFAULT : Math.min(LIST_LIMIT_MAX, Math.max(0, Math.floor(rawLimit)));
     const rawOffset = finiteOrUndefined(q.offset);
@@ -492,35 +799,43 @@ export class CaptureStore {
           ? "ASC"
           : "DESC";
 
-    const w = this.whereClause(q);
-    let total: number;
-    let rows: SummaryRow[] = [];
-    if (!w.filtered) {
-      total = this.stored;
-      if (limit > 0 && offset < total) {
-        rows = this.db
-          .query(`SELECT ${SUMMARY_COLUMNS} FROM entries ORDER BY id ${dir} LIMIT ? OFFSET ?`)
-          .all(limit, offset) as SummaryRow[];
-      }
-    } else {
-      total = (this.db.query(`SELECT COUNT(*) AS n FROM entries ${w.sql}`).get(...w.params) as { n: number }).n;
-      if (limit > 0 && offset < total) {
-        // ids first (answerable from a covering index, sorting only integers), then the 'limit' rows
-        rows = this.db
-          .query(
+    return this.snapshot((db) => {
+      const w = this.whereClause(db, q);
+      let total: number;
+      let rows: SummaryRow[] = [];
+      if (!w.filtered) {
+        total = this.metaValue(db, "entry_count");
+        if (limit > 0 && offset < total) {
+          rows = db
+            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries ORDER BY id ${dir} LIMIT ? OFFSET ?`)
+            .all(limit, offset) as SummaryRow[];
+        }
+      } else {
+        const stmt = (sql: string) => (w.volatile ? db.prepare(sql) : db.query(sql));
+        const countStmt = stmt(`SELECT COUNT(*) AS n FROM entries ${w.sql}`);
+        total = (countStmt.get(...w.params) as { n: number }).n;
+        if (w.volatile) countStmt.finalize();
+        if (limit > 0 && offset < total) {
+          // ids first (answerable from a covering index, sorting only integers), then the 'limit' rows
+          const pageStmt = stmt(
             `SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN
               (SELECT id FROM entries ${w.sql} ORDER BY id ${dir} LIMIT ? OFFSET ?) ORDER BY id ${dir}`,
-          )
-          .all(...w.params, limit, offset) as SummaryRow[];
+          );
+          rows = pageStmt.all(...w.params, limit, offset) as SummaryRow[];
+          if (w.volatile) pageStmt.finalize();
+        }
       }
-    }
-    return { items: rows.map(toSummary), total, offset, limit };
+      return { items: rows.map(toSummary), total, offset, limit };
+    });
   }
 
-  /** The detail form, or null when the id is unknown (or evicted / deleted). */
-  get(id: number): EntryDetail | null {
+  /** The detail form, or null when the id is unknown (or evicted / deleted). Sees every entry added before. */
+  async get(id: number): Promise<EntryDetail | null> {
     this.assertOpen();
-    if (this.pending.length > 0 && id >= this.pending[0]!.id) this.flush();
+    if (id > this.acked && id <= this.lastQueued) {
+      this.post(false);
+      await this.waitAcked(id);
+    }
     const row = this.db
       .query(
         `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
@@ -561,109 +876,6 @@ export class CaptureStore {
     }
     return detail;
   }
-
-  /** Deletes one entry; false when there is no such entry. */
-  delete(id: number): boolean {
-    this.assertOpen();
-    if (this.pending.length > 0 && id >= this.pending[0]!.id) this.flush();
-    let n = 0;
-    this.db.transaction(() => {
-      n = this.db.query("DELETE FROM entries WHERE id = ?").run(id).changes;
-      if (n > 0) {
-        this.db.query("DELETE FROM details WHERE id = ?").run(id);
-        this.db.query("DELETE FROM bodies WHERE id = ?").run(id);
-        if (this.hasFts) this.db.query("DELETE FROM entries_fts WHERE rowid = ?").run(id);
-      }
-    })();
-    this.stored -= n;
-    return n > 0;
-  }
-
-  /** Drops every entry, queued ones too. Ids keep increasing. */
-  clear(): void {
-    this.assertOpen();
-    this.cancelTimer();
-    this.pending = [];
-    this.db.transaction(() => {
-      this.db.run("DELETE FROM entries");
-      this.db.run("DELETE FROM details");
-      this.db.run("DELETE FROM bodies");
-      if (this.hasFts) this.db.run("INSERT INTO entries_fts (entries_fts) VALUES ('delete-all')");
-      this.writeIdCeiling(this.nextId - 1 + this.maxPending);
-    })();
-    this.stored = 0;
-  }
-
-  /** Number of entries, queued ones included. */
-  count(): number {
-    this.assertOpen();
-    return this.stored + this.pending.length;
-  }
-
-  /** Flushes and closes the database. Further calls throw. */
-  close(): void {
-    if (this.closed) return;
-    this.flush();
-    this.writeIdCeiling(this.nextId - 1);
-    this.closed = true;
-    this.cancelTimer();
-    this.db.close();
-  }
-}
-
-interface Row {
-  entry: Param[];
-  detail: Param[];
-  body: Param[];
-  fts: Param[];
-}
-
-/** The column values of one entry: bodies decoded here (flush time), never on the proxy's request path. */
-function prepareRow(id: number, e: NewEntry): Row {
-  const reqTrunc = e.req_body != null && e.req_body.length < e.req_body_size;
-  const resTrunc = e.res_body != null && e.res_body.length < e.res_body_size;
-  const req = decodeBodyBytes(e.req_body ?? null, e.req_headers ?? [], reqTrunc);
-  const res = decodeBodyBytes(e.res_body ?? null, e.res_headers ?? [], resTrunc);
-  let extra: string | null = null;
-  if (e.extra && Object.keys(e.extra).length > 0) {
-    try {
-      extra = JSON.stringify(e.extra);
-    } catch {
-      extra = null; // not serialisable: the extras are dropped rather than the entry
-    }
-  }
-  return {
-    entry: [
-      id,
-      Math.round(e.timestamp),
-      e.method,
-      e.url,
-      e.host,
-      e.host.toLowerCase(),
-      urlPath(e.url),
-      Math.trunc(e.status_code),
-      e.content_type ?? "",
-      Math.round(e.duration_ms),
-      e.client_addr,
-      e.has_response ? 1 : 0,
-      e.error ?? null,
-    ],
-    detail: [id, JSON.stringify(e.req_headers ?? []), JSON.stringify(e.res_headers ?? []), extra],
-    body: [
-      id,
-      req.encoding === "utf8" ? req.text : req.bytes,
-      req.encoding,
-      e.req_body_size ?? 0,
-      reqTrunc ? 1 : 0,
-      req.decodedFrom,
-      res.encoding === "utf8" ? res.text : res.bytes,
-      res.encoding,
-      e.res_body_size ?? 0,
-      resTrunc ? 1 : 0,
-      res.decodedFrom,
-    ],
-    fts: [id, e.url, req.encoding === "utf8" ? req.text : "", res.encoding === "utf8" ? res.text : ""],
-  };
 }
 
 function toSummary(r: SummaryRow): EntrySummary {

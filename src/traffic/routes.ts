@@ -86,8 +86,8 @@ export interface TrafficDeps {
 /** Spec 4.2: captured traffic. */
 export function trafficRoutes(d: TrafficDeps) {
   const tags = ["traffic"];
-  const entry = (id: number): EntryDetail => {
-    const e = d.store.get(id);
+  const entry = async (id: number): Promise<EntryDetail> => {
+    const e = await d.store.get(id);
     if (!e) throw notFound(`no traffic entry ${id}`);
     return e;
   };
@@ -100,8 +100,8 @@ export function trafficRoutes(d: TrafficDeps) {
     })
     .delete(
       "/",
-      ({ set }) => {
-        d.store.clear();
+      async ({ set }) => {
+        await d.store.clear();
         set.status = 204;
       },
       { detail: { tags, summary: "Drop every entry (204)" } },
@@ -109,27 +109,27 @@ export function trafficRoutes(d: TrafficDeps) {
     .get("/:id", ({ params }) => entry(params.id), { params: IdParam, response: EntryDetailSchema, detail: { tags, summary: "One entry with headers and bodies" } })
     .delete(
       "/:id",
-      ({ params, set }) => {
-        if (!d.store.delete(params.id)) throw notFound(`no traffic entry ${params.id}`);
+      async ({ params, set }) => {
+        if (!(await d.store.delete(params.id))) throw notFound(`no traffic entry ${params.id}`);
         set.status = 204;
       },
       { params: IdParam, detail: { tags, summary: "Delete one entry (204; 404 if missing)" } },
     )
-    .get("/:id/export/curl", ({ params }) => text(toCurl(entry(params.id))), {
+    .get("/:id/export/curl", async ({ params }) => text(toCurl(await entry(params.id))), {
       params: IdParam,
       detail: { tags, summary: "A bash cURL command that reproduces the request (text/plain)" },
     })
-    .get("/:id/export/raw", ({ params }) => text(toRaw(entry(params.id))), {
+    .get("/:id/export/raw", async ({ params }) => text(toRaw(await entry(params.id))), {
       params: IdParam,
       detail: { tags, summary: "The raw HTTP request and response (text/plain)" },
     })
-    .post("/:id/replay", async ({ params }) => await d.replay(entry(params.id)), {
+    .post("/:id/replay", async ({ params }) => await d.replay(await entry(params.id)), {
       params: IdParam,
       body: t.Optional(t.Object({}, { additionalProperties: true })),
       response: ReplaySchema,
       detail: { tags, summary: "Re-send the request through the proxy pipeline; captured as a new entry" },
     })
-    .get("/:id/diff/:id2", ({ params }) => diffEntries(entry(params.id), entry(params.id2)), {
+    .get("/:id/diff/:id2", async ({ params }) => diffEntries(await entry(params.id), await entry(params.id2)), {
       params: t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }), id2: t.Numeric({ minimum: 0, multipleOf: 1 }) }),
       detail: { tags, summary: "Structured diff of two entries (layout in docs/api.md)" },
     });

@@ -1,0 +1,576 @@
+/**
+ * The write side of the capture store, used only by the writer Worker (capture-writer.ts): opening (and recovering)
+ * the database, the schema, batch inserts with body decoding, eviction, delete and clear, and the lazy search index.
+ *
+ * - Tables: `entries` (the summary columns, plus path, host_lc and error: narrow, so scans stay cheap),
+ *   `details` (header lists, extras), `bodies` (stored bodies and their flags), `meta` (schema version, id
+ *   ceiling, entry_count, fts_indexed_upto), and the search index: FTS5 trigram tables over url + text bodies
+ *   (used to find candidates for `search`), one per generation of consecutive ids (`fts_gens` lists them).
+ * - The search index is filled lazily, in small steps (indexStep): every stored entry with an id up to
+ *   meta.fts_indexed_upto is in the index, none above it is. Readers use the index for ids up to it and scan
+ *   the rest, in one read transaction, so search is exact whatever the backlog.
+ * - Generations: FTS5 pays dearly for deletions (tombstoned segments get rewritten: measured 0.25-4 s per
+ *   200-entry batch at 20k entries when the oldest entries were deleted from one big index). Eviction is always
+ *   of the oldest ids, so the index is cut into generations of about maxEntries/4 ids: an evicted entry is
+ *   tombstoned in its generation (cheap: deletemerge is off, nothing is rewritten) and a generation whose ids
+ *   are all evicted is dropped whole. Deleted and evicted entries leave the index at once; the space of
+ *   tombstoned ones is freed when their generation is dropped (at most one generation's worth).
+ * - Ids: increasing, never reused, also across clear() and crashes: `meta.id_ceiling` is kept ahead of every id
+ *   the main thread can have handed out (it reserves `idReserve` ids ahead at each write); close() writes it exactly.
+ * - WAL + synchronous=NORMAL: every committed batch survives kill -9.
+ */
+import { Database } from "bun:sqlite";
+import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
+import { decodeBodyBytes } from "./body-decode.ts";
+import type { WireRow, WriterStatus } from "./capture-protocol.ts";
+import type { HeaderList } from "./types.ts";
+
+/** 2: the search index may lag behind the entries (meta.fts_indexed_upto). */
+export const SCHEMA_VERSION = 2;
+
+type Param = string | number | null | Uint8Array;
+
+/** About this many search index generations cover maxEntries. */
+const GENERATIONS = 4;
+const MIN_GEN_SIZE = 1000;
+
+/** A search index generation: an FTS5 table holding entries firstId..lastId (n of them were indexed). */
+interface Gen {
+  gen: number;
+  firstId: number;
+  lastId: number;
+  n: number;
+}
+
+/** The FTS5 table of a generation (0: the single index of a database from before generations). */
+export function ftsTable(gen: number): string {
+  return gen === 0 ? "entries_fts" : `entries_fts_${Math.trunc(gen)}`;
+}
+
+/** Runs a statement that is not kept in the statement cache (it names a generation's table). */
+function runOnce(db: Database, sql: string, ...params: Param[]): void {
+  const st = db.prepare(sql);
+  try {
+    st.run(...params);
+  } finally {
+    st.finalize();
+  }
+}
+
+function createFtsTable(db: Database, name: string): void {
+  // contentless: the text lives once, in bodies; contentless_delete (SQLite >= 3.43) allows deleting rows.
+  // detail=none: rowids only (no positions): half the indexing time, a fraction of the size; the
+  // index only selects candidates, the substring itself is checked on the stored text.
+  db.run(`CREATE VIRTUAL TABLE ${name} USING fts5(url, req_body, res_body,
+    content='', contentless_delete=1, detail=none, tokenize='trigram')`);
+  // merge segments 8 at a time instead of 4: measured at 100k entries, about half the indexing cost, searches
+  // barely slower. No merges because of deletions: tombstones stay until the generation is dropped.
+  db.run(`INSERT INTO ${name} (${name}, rank) VALUES ('automerge', 8)`);
+  db.run(`INSERT INTO ${name} (${name}, rank) VALUES ('deletemerge', 0)`);
+}
+
+/** URL path without query or fragment, as it appears in the URL (not normalised). "" for authority-form (CONNECT). */
+export function urlPath(url: string): string {
+  let rest: string;
+  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/.exec(url);
+  if (m) rest = url.slice(m[0].length);
+  else if (url.startsWith("/")) rest = url;
+  else return "";
+  const cut = rest.search(/[?#]/);
+  const path = cut >= 0 ? rest.slice(0, cut) : rest;
+  return path === "" ? "/" : path;
+}
+
+function isCorruptionError(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT";
+}
+
+/** Connection settings shared by the writer and the readers. */
+export function tuneConnection(db: Database): void {
+  db.run("PRAGMA busy_timeout = 5000");
+  db.run("PRAGMA temp_store = MEMORY");
+  db.run("PRAGMA cache_size = -32768"); // 32 MiB
+  // reads through a memory map: about twice as fast for body scans (search verification); writes still use write()
+  db.run("PRAGMA mmap_size = 1073741824");
+}
+
+interface Row {
+  id: number;
+  entry: Param[];
+  detail: Param[];
+  body: Param[];
+}
+
+function str(v: unknown, name: string): string {
+  if (typeof v !== "string") throw new TypeError(`entry field ${name} is not a string`);
+  return v;
+}
+
+function num(v: unknown, name: string): number {
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new TypeError(`entry field ${name} is not a number`);
+  return v;
+}
+
+/** The column values of one entry: bodies decoded here, in the writer, never on the proxy's thread. */
+function prepareRow(r: WireRow, bodies: Uint8Array, off: number): Row {
+  const [id, method, url, host, status, ct, duration, ts, client, hasResponse, error, reqH, resH, reqLen, reqSize, resLen, resSize, extraObj] = r;
+  const reqHeaders: HeaderList = reqH ?? [];
+  const resHeaders: HeaderList = resH ?? [];
+  const reqRaw = reqLen >= 0 ? bodies.subarray(off, off + reqLen) : null;
+  const resRaw = resLen >= 0 ? bodies.subarray(off + Math.max(0, reqLen), off + Math.max(0, reqLen) + resLen) : null;
+  const reqBodySize = reqSize ?? 0;
+  const resBodySize = resSize ?? 0;
+  const reqTrunc = reqRaw !== null && reqRaw.length < reqBodySize;
+  const resTrunc = resRaw !== null && resRaw.length < resBodySize;
+  const req = decodeBodyBytes(reqRaw, reqHeaders, reqTrunc);
+  const res = decodeBodyBytes(resRaw, resHeaders, resTrunc);
+  let extra: string | null = null;
+  if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
+  const u = str(url, "url");
+  const h = str(host, "host");
+  return {
+    id: num(id, "id"),
+    entry: [
+      id,
+      Math.round(num(ts, "timestamp")),
+      method, // NOT NULL in SQLite: a missing method is refused there
+      u,
+      h,
+      h.toLowerCase(),
+      urlPath(u),
+      Math.trunc(num(status, "status_code")),
+      ct ?? "",
+      Math.round(num(duration, "duration_ms")),
+      client,
+      hasResponse ? 1 : 0,
+      error ?? null,
+    ],
+    detail: [id, JSON.stringify(reqHeaders), JSON.stringify(resHeaders), extra],
+    body: [
+      id,
+      req.encoding === "utf8" ? req.text : req.bytes,
+      req.encoding,
+      reqBodySize,
+      reqTrunc ? 1 : 0,
+      req.decodedFrom,
+      res.encoding === "utf8" ? res.text : res.bytes,
+      res.encoding,
+      resBodySize,
+      resTrunc ? 1 : 0,
+      res.decodedFrom,
+    ],
+  };
+}
+
+export interface BatchResult {
+  written: number;
+  failed: number;
+  error: string | null;
+}
+
+export interface WriterOptions {
+  maxEntries: number;
+  /** Highest id handed out by the main thread so far. */
+  assigned: number;
+  idReserve: number;
+}
+
+export class CaptureWriter {
+  /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
+  readonly recoveredFrom: string | null = null;
+  readonly db: Database;
+  hasFts = false;
+  /** Rows in the entries table (kept in memory so count and eviction need no COUNT(*)). */
+  stored = 0;
+  /** Highest id ever written (or handed out before this open). */
+  maxId = 0;
+  /** The next id to hand out, as known from the database at open. */
+  readonly nextId: number;
+  indexedUpto = 0;
+  private ceiling = 0;
+  private readonly maxEntries: number;
+  /** Entries per search index generation. */
+  private readonly genSize: number;
+  /** The search index generations, oldest first (mirror of fts_gens). */
+  private gens: Gen[] = [];
+  readonly stats = { batches: 0, batchMsTotal: 0, batchMsMax: 0, indexSteps: 0, indexedRows: 0, indexMsTotal: 0, indexMsMax: 0 };
+
+  constructor(dbPath: string, opts: WriterOptions) {
+    this.maxEntries = Math.max(1, Math.floor(opts.maxEntries));
+    this.genSize = Math.max(MIN_GEN_SIZE, Math.ceil(this.maxEntries / GENERATIONS));
+    let db: Database | null = null;
+    try {
+      db = new Database(dbPath, { create: true, strict: true });
+      this.init(db);
+    } catch (e) {
+      const corrupt = isCorruptionError(e);
+      const movedTo = `${dbPath}.corrupt-${Date.now()}`;
+      // SQLite deletes the -wal file when the connection closes: keep a copy of it with the corrupt file
+      if (corrupt && existsSync(`${dbPath}-wal`)) copyFileSync(`${dbPath}-wal`, `${movedTo}-wal`);
+      try {
+        db?.close();
+      } catch {
+        // already unusable
+      }
+      if (!corrupt) throw e;
+      renameSync(dbPath, movedTo);
+      for (const suffix of ["-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });
+      this.recoveredFrom = movedTo;
+      db = new Database(dbPath, { create: true, strict: true });
+      this.init(db);
+    }
+    this.db = db;
+    const maxRow = db.query("SELECT MAX(id) AS m, COUNT(*) AS c FROM entries").get() as { m: number | null; c: number };
+    const ceil = this.meta("id_ceiling") ?? 0;
+    this.nextId = Math.max(maxRow.m ?? 0, ceil, opts.assigned) + 1;
+    this.stored = maxRow.c;
+    this.maxId = Math.max(maxRow.m ?? 0, opts.assigned);
+    this.writeCeiling(this.nextId - 1 + Math.max(0, opts.idReserve));
+    this.writeCount();
+  }
+
+  private init(db: Database): void {
+    db.run("PRAGMA journal_mode = WAL");
+    db.run("PRAGMA synchronous = NORMAL");
+    tuneConnection(db);
+    db.transaction(() => {
+      db.run(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID`);
+      db.run(`CREATE TABLE IF NOT EXISTS entries (
+        id INTEGER PRIMARY KEY,
+        timestamp INTEGER NOT NULL,
+        method TEXT NOT NULL,
+        url TEXT NOT NULL,
+        host TEXT NOT NULL,
+        host_lc TEXT NOT NULL,
+        path TEXT NOT NULL,
+        status_code INTEGER NOT NULL,
+        content_type TEXT NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        client_addr TEXT NOT NULL,
+        has_response INTEGER NOT NULL,
+        error TEXT
+      )`);
+      // detail-only columns live apart so that scans of entries stay narrow (no header JSON in the way)
+      db.run(`CREATE TABLE IF NOT EXISTS details (
+        id INTEGER PRIMARY KEY,
+        req_headers TEXT NOT NULL,
+        res_headers TEXT NOT NULL,
+        extra TEXT
+      )`);
+      // Each index holds every filter column, so a count (and the id list of a page) is answered from the
+      // index alone, whatever the combination: no per-row table lookups (measured 40 ms+ at 100k rows).
+      // Substring filters (host, path) are evaluated on the index entries; no index can seek on them.
+      db.run(
+        "CREATE INDEX IF NOT EXISTS entries_method ON entries (method COLLATE NOCASE, status_code, host_lc, path, timestamp)",
+      );
+      db.run("CREATE INDEX IF NOT EXISTS entries_status ON entries (status_code, host_lc, path, timestamp)");
+      db.run("CREATE INDEX IF NOT EXISTS entries_timestamp ON entries (timestamp, status_code, host_lc, path, method)");
+      // body: TEXT when encoding is utf8, BLOB (raw bytes, served as base64) when base64
+      db.run(`CREATE TABLE IF NOT EXISTS bodies (
+        id INTEGER PRIMARY KEY,
+        req_body, req_encoding TEXT NOT NULL, req_size INTEGER NOT NULL, req_truncated INTEGER NOT NULL,
+        req_decoded_from TEXT NOT NULL,
+        res_body, res_encoding TEXT NOT NULL, res_size INTEGER NOT NULL, res_truncated INTEGER NOT NULL,
+        res_decoded_from TEXT NOT NULL
+      )`);
+      db.run(
+        `INSERT INTO meta (key, value) VALUES ('schema_version', ${SCHEMA_VERSION})
+         ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`,
+      );
+    })();
+    this.hasFts = this.initSearchIndex(db);
+    this.indexedUpto = this.hasFts ? (this.meta("fts_indexed_upto", db) ?? 0) : 0;
+  }
+
+  /** Sets up the search index (false: this SQLite lacks FTS5, trigram or contentless_delete: searches scan). */
+  private initSearchIndex(db: Database): boolean {
+    const table = (name: string) => db.query("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== null;
+    try {
+      db.transaction(() => {
+        if (!table("fts_gens")) {
+          db.run(`CREATE TABLE fts_gens (gen INTEGER PRIMARY KEY, first_id INTEGER NOT NULL, last_id INTEGER NOT NULL,
+            n INTEGER NOT NULL)`);
+          if (table("entries_fts")) {
+            // a database from before the lazy index: its one index holds every entry: generation 0
+            db.run(`INSERT INTO fts_gens (gen, first_id, last_id, n)
+              SELECT 0, COALESCE(MIN(id), 0), COALESCE(MAX(id), 0), COUNT(*) FROM entries`);
+            db.run(`INSERT OR REPLACE INTO meta (key, value) SELECT 'fts_indexed_upto', COALESCE(MAX(id), 0) FROM entries`);
+            db.run(`INSERT INTO entries_fts (entries_fts, rank) VALUES ('deletemerge', 0)`);
+          } else {
+            // this SQLite can build the index? (the probe is rolled back with the rest if not)
+            createFtsTable(db, "entries_fts_probe");
+            db.run("DROP TABLE entries_fts_probe");
+            // entries written by a SQLite that had no FTS5 get indexed lazily, like new ones
+            db.run(`INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_indexed_upto', 0)`);
+          }
+        }
+      })();
+    } catch {
+      return false;
+    }
+    this.gens = db.query("SELECT gen, first_id AS firstId, last_id AS lastId, n FROM fts_gens ORDER BY gen").all() as Gen[];
+    return true;
+  }
+
+  /** Starts a new search index generation whose first entry is firstId. */
+  private newGen(firstId: number): Gen {
+    const gen = (this.gens.length ? this.gens[this.gens.length - 1]!.gen : 0) + 1;
+    createFtsTable(this.db, ftsTable(gen));
+    this.db.query("INSERT INTO fts_gens (gen, first_id, last_id, n) VALUES (?, ?, ?, 0)").run(gen, firstId, firstId);
+    const g: Gen = { gen, firstId, lastId: firstId, n: 0 };
+    this.gens.push(g);
+    return g;
+  }
+
+  private meta(key: string, db: Database = this.db): number | null {
+    const r = db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: number } | null;
+    return r ? r.value : null;
+  }
+
+  private setMeta(key: string, value: number): void {
+    this.db
+      .query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+      .run(key, value);
+  }
+
+  /** Highest id that may have been handed out before the next write: ids are never reused after a crash. */
+  private writeCeiling(value: number): void {
+    if (value === this.ceiling) return;
+    this.setMeta("id_ceiling", value);
+    this.ceiling = value;
+  }
+
+  /** A write transaction; the in-memory mirrors of meta (count, ceiling, index mark) are restored if it fails. */
+  private tx(fn: () => void): void {
+    const before = { stored: this.stored, indexedUpto: this.indexedUpto, ceiling: this.ceiling, gens: this.gens.map((g) => ({ ...g })) };
+    try {
+      this.db.transaction(fn)();
+    } catch (e) {
+      this.stored = before.stored;
+      this.indexedUpto = before.indexedUpto;
+      this.ceiling = before.ceiling;
+      this.gens = before.gens;
+      throw e;
+    }
+  }
+
+  /** meta.entry_count: the number of entries, read by the main thread with the first page of an unfiltered list. */
+  private writeCount(): void {
+    this.setMeta("entry_count", this.stored);
+  }
+
+  private setIndexedUpto(value: number): void {
+    if (!this.hasFts || value === this.indexedUpto) return;
+    this.setMeta("fts_indexed_upto", value);
+    this.indexedUpto = value;
+  }
+
+  /**
+   * Writes a batch in one transaction, then evicts the oldest above maxEntries.
+   * An entry that cannot be written (malformed, or SQLite refuses it) is dropped and reported; the others are
+   * written: entries are never retried, so a bad one cannot block the queue.
+   */
+  writeBatch(rows: WireRow[], bodies: Uint8Array, ceiling: number): BatchResult {
+    const t0 = performance.now();
+    let error: string | null = null;
+    let failed = 0;
+    const prepared: Row[] = [];
+    let off = 0;
+    for (const r of rows) {
+      try {
+        prepared.push(prepareRow(r, bodies, off));
+      } catch (err) {
+        failed++;
+        error ??= err instanceof Error ? err.message : String(err);
+      }
+      off += Math.max(0, r[13]) + Math.max(0, r[15]);
+    }
+    for (const r of rows) if (typeof r[0] === "number" && r[0] > this.maxId) this.maxId = r[0];
+    let written = 0;
+    if (prepared.length > 0) {
+      try {
+        this.insert(prepared, ceiling);
+        written = prepared.length;
+      } catch (err) {
+        if (prepared.length === 1) {
+          failed++;
+          error ??= err instanceof Error ? err.message : String(err);
+        } else {
+          // find the culprit(s): the others are written one by one
+          for (const r of prepared) {
+            try {
+              this.insert([r], ceiling);
+              written++;
+            } catch (err1) {
+              failed++;
+              error ??= err1 instanceof Error ? err1.message : String(err1);
+            }
+          }
+        }
+      }
+    } else if (ceiling > this.ceiling) {
+      this.writeCeiling(ceiling);
+    }
+    const ms = performance.now() - t0;
+    this.stats.batches++;
+    this.stats.batchMsTotal += ms;
+    if (ms > this.stats.batchMsMax) this.stats.batchMsMax = ms;
+    return { written, failed, error };
+  }
+
+  private insert(rows: Row[], ceiling: number): void {
+    const db = this.db;
+    const insEntry = db.query(
+      `INSERT INTO entries (id, timestamp, method, url, host, host_lc, path, status_code, content_type, duration_ms,
+        client_addr, has_response, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+    );
+    const insDetail = db.query("INSERT INTO details (id, req_headers, res_headers, extra) VALUES (?,?,?,?)");
+    const insBody = db.query(
+      `INSERT INTO bodies (id, req_body, req_encoding, req_size, req_truncated, req_decoded_from,
+        res_body, res_encoding, res_size, res_truncated, res_decoded_from) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+    );
+    this.tx(() => {
+      for (const r of rows) {
+        insEntry.run(...r.entry);
+        insDetail.run(...r.detail);
+        insBody.run(...r.body);
+      }
+      this.stored += rows.length;
+      if (ceiling > this.ceiling) this.writeCeiling(ceiling);
+      if (this.stored > this.maxEntries) {
+        const excess = this.stored - this.maxEntries;
+        const cut = db.query("SELECT id FROM entries ORDER BY id ASC LIMIT 1 OFFSET ?").get(excess - 1) as { id: number } | null;
+        if (cut) this.deleteUpTo(cut.id);
+      }
+      this.writeCount();
+    });
+  }
+
+  private deleteUpTo(maxId: number): void {
+    const n = this.db.query("DELETE FROM entries WHERE id <= ?").run(maxId).changes;
+    this.db.query("DELETE FROM details WHERE id <= ?").run(maxId);
+    this.db.query("DELETE FROM bodies WHERE id <= ?").run(maxId);
+    if (this.hasFts) {
+      const keep: Gen[] = [];
+      for (const g of this.gens) {
+        if (g.firstId > maxId) keep.push(g);
+        else if (g.lastId <= maxId) {
+          // every entry of this generation is gone: the whole index table goes
+          this.db.run(`DROP TABLE IF EXISTS ${ftsTable(g.gen)}`);
+          this.db.query("DELETE FROM fts_gens WHERE gen = ?").run(g.gen);
+        } else {
+          runOnce(this.db, `DELETE FROM ${ftsTable(g.gen)} WHERE rowid <= ?`, maxId);
+          keep.push(g);
+        }
+      }
+      this.gens = keep;
+      // nothing at or below maxId is left to index
+      if (this.indexedUpto < maxId) this.setIndexedUpto(maxId);
+    }
+    this.stored -= n;
+  }
+
+  /** Deletes one entry; false when there is no such entry. */
+  delete(id: number): boolean {
+    let n = 0;
+    this.tx(() => {
+      n = this.db.query("DELETE FROM entries WHERE id = ?").run(id).changes;
+      if (n > 0) {
+        this.db.query("DELETE FROM details WHERE id = ?").run(id);
+        this.db.query("DELETE FROM bodies WHERE id = ?").run(id);
+        const g = this.hasFts && id <= this.indexedUpto ? this.gens.find((x) => x.firstId <= id && id <= x.lastId) : undefined;
+        if (g) runOnce(this.db, `DELETE FROM ${ftsTable(g.gen)} WHERE rowid = ?`, id);
+        this.stored -= n;
+        this.writeCount();
+      }
+    });
+    return n > 0;
+  }
+
+  /** Drops every entry. Ids keep increasing. */
+  clear(ceiling: number): void {
+    this.tx(() => {
+      this.db.run("DELETE FROM entries");
+      this.db.run("DELETE FROM details");
+      this.db.run("DELETE FROM bodies");
+      if (this.hasFts) {
+        for (const g of this.gens) this.db.run(`DROP TABLE IF EXISTS ${ftsTable(g.gen)}`);
+        this.db.run("DELETE FROM fts_gens");
+        this.gens = [];
+        this.setIndexedUpto(this.maxId);
+      }
+      if (ceiling > this.ceiling) this.writeCeiling(ceiling);
+      this.stored = 0;
+      this.writeCount();
+    });
+  }
+
+  /** True when some stored entry is not in the search index yet. */
+  get backlog(): boolean {
+    return this.hasFts && this.indexedUpto < this.maxId;
+  }
+
+  /**
+   * Indexes the next entries above fts_indexed_upto, for at most about budgetMs (and at most maxRows rows),
+   * in one transaction. Returns the number of entries indexed.
+   */
+  indexStep(budgetMs: number, maxRows: number): number {
+    if (!this.backlog) return 0;
+    const t0 = performance.now();
+    const db = this.db;
+    let done = 0;
+    this.tx(() => {
+      const rows = db
+        .query(
+          `SELECT e.id AS id, e.url AS url,
+            CASE WHEN b.req_encoding = 'utf8' THEN b.req_body ELSE '' END AS req,
+            CASE WHEN b.res_encoding = 'utf8' THEN b.res_body ELSE '' END AS res
+          FROM entries e LEFT JOIN bodies b ON b.id = e.id WHERE e.id > ? ORDER BY e.id LIMIT ?`,
+        )
+        .all(this.indexedUpto, maxRows) as { id: number; url: string; req: string | null; res: string | null }[];
+      let last = this.indexedUpto;
+      let g = this.gens[this.gens.length - 1];
+      // statements naming a generation's table are not cached: the names change as generations come and go
+      const insertInto = (gen: Gen) => db.prepare(`INSERT INTO ${ftsTable(gen.gen)} (rowid, url, req_body, res_body) VALUES (?,?,?,?)`);
+      let ins = g && g.n < this.genSize ? insertInto(g) : null;
+      try {
+        for (const r of rows) {
+          if (!g || !ins || g.n >= this.genSize) {
+            if (g) db.query("UPDATE fts_gens SET last_id = ?, n = ? WHERE gen = ?").run(g.lastId, g.n, g.gen);
+            ins?.finalize();
+            g = this.newGen(r.id);
+            ins = insertInto(g);
+          }
+          ins.run(r.id, r.url, r.req ?? "", r.res ?? "");
+          g.n++;
+          g.lastId = r.id;
+          last = r.id;
+          done++;
+          if (performance.now() - t0 >= budgetMs) break;
+        }
+      } finally {
+        ins?.finalize();
+      }
+      if (g && done > 0) db.query("UPDATE fts_gens SET last_id = ?, n = ? WHERE gen = ?").run(g.lastId, g.n, g.gen);
+      // every row up to maxId was seen when the last query returned fewer rows than asked and all were indexed
+      this.setIndexedUpto(done === rows.length && rows.length < maxRows ? Math.max(last, this.maxId) : last);
+    });
+    const ms = performance.now() - t0;
+    this.stats.indexSteps++;
+    this.stats.indexedRows += done;
+    this.stats.indexMsTotal += ms;
+    if (ms > this.stats.indexMsMax) this.stats.indexMsMax = ms;
+    return done;
+  }
+
+  status(indexing: boolean): WriterStatus {
+    return { hasFts: this.hasFts, indexedUpto: this.indexedUpto, maxId: this.maxId, stored: this.stored, indexing, generations: this.gens.length, ...this.stats };
+  }
+
+  /** Writes the exact id ceiling and closes the database. */
+  close(ceiling: number): void {
+    this.writeCeiling(ceiling);
+    this.db.close();
+  }
+}
