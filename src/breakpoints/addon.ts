@@ -26,7 +26,7 @@ export class BreakpointsAddon implements Addon {
   requestHeaders(flow: Flow): void {
     // hands off ignored hosts (their CONNECTs are tunnelled; plain-HTTP flows to them are not paused either)
     if (flow.extra.ignored === true) return;
-    const bp = this.breakpoints.match("request", urlsOf(flow));
+    const bp = this.breakpoints.isEmpty ? null : this.breakpoints.match("request", urlsOf(flow));
     let by: PausedBy | null = bp ? { breakpoint: bp.pattern } : null;
     if (!by) {
       const host = this.hosts.match(flow.request.host);
@@ -45,7 +45,7 @@ export class BreakpointsAddon implements Addon {
   }
 
   responseHeaders(flow: Flow): void {
-    if (flow.websocket || flow.extra.ignored === true || this.intercepts.aborted.has(flow)) return;
+    if (this.breakpoints.isEmpty || flow.websocket || flow.extra.ignored === true || this.intercepts.aborted.has(flow)) return;
     const bp = this.breakpoints.match("response", urlsOf(flow));
     if (!bp) return;
     this.responsePause.set(flow, { breakpoint: bp.pattern });

@@ -75,6 +75,11 @@ export class BreakpointStore {
     this.recompile();
   }
 
+  /** Whether any breakpoint exists (lets the addon skip building URLs on the hot path). */
+  get isEmpty(): boolean {
+    return this.compiled.length === 0;
+  }
+
   /** The first breakpoint (in list order) that pauses this phase and matches one of the URLs. */
   match(phase: Phase, urls: readonly string[]): Breakpoint | null {
     for (const { bp, m } of this.compiled) {

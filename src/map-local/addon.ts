@@ -62,7 +62,7 @@ export class MapLocalAddon implements Addon {
   constructor(private readonly store: MapLocalStore, private readonly maxFileBytes: () => number) {}
 
   requestHeaders(flow: Flow): HookResult {
-    if (!this.store.enabled) return;
+    if (!this.store.enabled || this.store.list().length === 0) return;
     const rule = this.store.match(flow.request.method, flow.url);
     if (!rule) return;
     flow.extra.map_local_rule = rule.id;

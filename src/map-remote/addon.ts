@@ -16,7 +16,7 @@ export class MapRemoteAddon implements Addon {
   constructor(private readonly store: MapRemoteStore) {}
 
   request(flow: Flow): void {
-    if (!this.store.enabled) return;
+    if (!this.store.enabled || this.store.list().length === 0) return;
     const r = flow.request;
     const q = r.path.indexOf("?");
     const m = this.store.match({

@@ -89,18 +89,24 @@ const HOP_BY_HOP = new Set([
  */
 export function stripHopByHop(headers: HeaderList): HeaderList {
   let named: Set<string> | null = null;
+  let hop = false;
   for (let i = 0; i < headers.length; i++) {
-    if (!same(headers[i][0], "connection")) continue;
+    const n = headers[i][0].toLowerCase();
+    if (!HOP_BY_HOP.has(n)) continue;
+    hop = true;
+    if (n !== "connection") continue;
     for (const part of headers[i][1].split(",")) {
       const t = part.trim().toLowerCase();
       if (t !== "") (named ??= new Set()).add(t);
     }
   }
+  // the common case: nothing to remove (the pairs are shared; callers only add or remove entries of the list)
+  if (!hop) return headers.slice();
   const out: HeaderList = [];
   for (let i = 0; i < headers.length; i++) {
     const n = headers[i][0].toLowerCase();
     if (HOP_BY_HOP.has(n) || (named !== null && named.has(n))) continue;
-    out.push([headers[i][0], headers[i][1]]);
+    out.push(headers[i]);
   }
   return out;
 }
