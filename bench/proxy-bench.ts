@@ -618,6 +618,9 @@ function printGoals(): void {
   const bn = get("b-nocap");
   const cn = get("c-nocap");
   if (b && bn) console.log(`  info  ${pad("(b) with capture / (b) capture stopped", 58)} ${lpad((b.rps / bn.rps).toFixed(2), 8)}`);
+  if (a && bn) console.log(`  info  ${pad("(b, capture stopped)/(a)", 58)} ${lpad((bn.rps / a.rps).toFixed(2), 8)}`);
+  if (bn && ph) console.log(`  info  ${pad(`(b, capture stopped)/fastest peer HTTP (${ph.name})`, 58)} ${lpad((bn.rps / ph.rps).toFixed(2), 8)}`);
+  if (a && bn) console.log(`  info  ${pad("added p99 (b, capture stopped) - (a), ms", 58)} ${lpad((bn.p99ms - a.p99ms).toFixed(2), 8)}`);
   if (c && cn) console.log(`  info  ${pad("(c) with capture / (c) capture stopped", 58)} ${lpad((c.rps / cn.rps).toFixed(2), 8)}`);
 }
 
@@ -699,6 +702,16 @@ async function main(): Promise<number> {
     try {
       const rssIdle = groupRss(px.pgid);
       await sniProbe("tapwire", px.url);
+      if (EXTRA) {
+        // capture stopped first: the rows then measure the proxy alone (measured after the capturing rows they
+        // would share the machine with the capture writer still indexing its backlog)
+        const s = await tw.api("/api/v1/capture/stop", { method: "POST" });
+        if (!s.ok) throw new Error(`POST /api/v1/capture/stop answered ${s.status}`);
+        await measure("b-nocap", "tapwire, HTTP, capture stopped", httpUrl, px);
+        await measure("c-nocap", "tapwire, HTTPS, capture stopped", httpsUrl, px, "hey", twHttpsArgs);
+        const on = await tw.api("/api/v1/capture/start", { method: "POST" });
+        if (!on.ok) throw new Error(`POST /api/v1/capture/start answered ${on.status}`);
+      }
       await measure("b", "tapwire, HTTP absolute-form (capturing)", httpUrl, px);
       await measure("c", "tapwire, HTTPS via CONNECT (capturing)", httpsUrl, px, "hey", twHttpsArgs);
       if (WITH_WRK) await measure("b", "tapwire, HTTP absolute-form (capturing)", httpUrl, px, "wrk");
@@ -714,14 +727,7 @@ async function main(): Promise<number> {
         `tapwire RSS: ${rssIdle.rssMiB.toFixed(0)} MiB idle before load; ${rssLoaded.rssMiB.toFixed(0)} MiB after the capturing rows (peak ${rssLoaded.leaderPeakMiB.toFixed(0)} MiB), ` +
           `store holding ${entries} entries (max ${opt["max-entries"] ?? "100000 default"})`,
       );
-      if (EXTRA) {
-        const s = await tw.api("/api/v1/capture/stop", { method: "POST" });
-        if (!s.ok) throw new Error(`POST /api/v1/capture/stop answered ${s.status}`);
-        await measure("b-nocap", "tapwire, HTTP, capture stopped", httpUrl, px);
-        await measure("c-nocap", "tapwire, HTTPS, capture stopped", httpsUrl, px, "hey", twHttpsArgs);
-        const rssEnd = groupRss(px.pgid);
-        memNotes.push(`tapwire RSS at the end of its rows: ${rssEnd.rssMiB.toFixed(0)} MiB (peak ${rssEnd.leaderPeakMiB.toFixed(0)} MiB)`);
-      }
+
     } finally {
       await stopChild(tw.target.child, opt["tapwire-cpu-prof"] ? 30_000 : 3000); // the profile is written at exit
       if (opt["tapwire-cpu-prof"]) checks.push(`tapwire CPU profile (all its rows): ${resolve(opt["tapwire-cpu-prof"])}`);
