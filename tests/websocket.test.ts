@@ -1,3 +1,4 @@
+import type { WsConnectionView } from "../src/websocket/store.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -137,18 +138,7 @@ const latin1 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.length).
 
 // ---------------------------------------------------------------- API helpers
 
-interface ConnView {
-  connId: number;
-  logId: number | null;
-  url: string;
-  openedTs: number;
-  closed: boolean;
-  closedTs: number | null;
-  frameCount: number;
-  framesSeen: number;
-  compressed: boolean;
-  error: string | null;
-}
+type ConnView = WsConnectionView;
 interface FrameView {
   dir: "in" | "out";
   opcode: string;

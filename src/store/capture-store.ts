@@ -60,19 +60,8 @@ const MAX_LIKE_PATTERN_BYTES = 40_000;
 
 type Param = string | number | null | Uint8Array;
 
-interface SummaryRow {
-  id: number;
-  method: string;
-  url: string;
-  host: string;
-  status_code: number;
-  content_type: string;
-  duration_ms: number;
-  timestamp: number;
-  client_addr: string;
-  has_response: number;
-  error: string | null;
-}
+/** An entries row: the summary fields as SQLite returns them (booleans as 0/1, no optional fields). */
+type SummaryRow = Omit<EntrySummary, "has_response" | "error"> & { has_response: number; error: string | null };
 
 interface DetailRow extends SummaryRow {
   extra: string | null;
