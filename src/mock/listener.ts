@@ -3,7 +3,7 @@ import { hasToken, wantsKeepAlive } from "../core/http1/headers.ts";
 import { type BodyChunk, ChunkedDecoder, LengthDecoder, parseRequestHead, parseTarget, requestFraming } from "../core/http1/parse.ts";
 import { HttpParseError, type RequestHead } from "../core/http1/types.ts";
 import { ClientLabeler, normalizeIp } from "../core/proxy/client-label.ts";
-import { concatBytes, Endpoint, HIGH_WATER } from "../core/proxy/endpoint.ts";
+import { concatAll, concatBytes, Endpoint, HIGH_WATER } from "../core/proxy/endpoint.ts";
 import type { NewEntry } from "../store/types.ts";
 import type { CompiledRule, MockMatcher } from "./matcher.ts";
 import { type CannedResponse, errorResponse, fallbackResponse, Persist } from "./response.ts";
@@ -302,7 +302,7 @@ export class MockConnection {
       has_response: true,
       req_headers: head.headers,
       res_headers: res.wireHeaders(ex.persist),
-      req_body: ex.reqParts === null ? null : ex.reqParts.length === 1 ? ex.reqParts[0] : concatAllParts(ex.reqParts, ex.reqKept),
+      req_body: ex.reqParts === null ? null : ex.reqParts.length === 1 ? ex.reqParts[0] : concatAll(ex.reqParts, ex.reqKept),
       req_body_size: ex.reqSize,
       res_body: headOnly || res.body.length === 0 ? null : res.body.length <= d.bodyLimit ? res.body : res.body.subarray(0, d.bodyLimit),
       res_body_size: headOnly ? 0 : res.body.length,
@@ -327,7 +327,7 @@ export class MockConnection {
         has_response: false,
         req_headers: ex.head!.headers,
         res_headers: [],
-        req_body: ex.reqParts === null ? null : concatAllParts(ex.reqParts, ex.reqKept),
+        req_body: ex.reqParts === null ? null : concatAll(ex.reqParts, ex.reqKept),
         req_body_size: ex.reqSize,
         res_body: null,
         res_body_size: 0,
@@ -395,17 +395,6 @@ class MockRuleError extends Error {
   constructor(id: string, why: string) {
     super(`mock rule '${id}' cannot be served: ${why}`);
   }
-}
-
-function concatAllParts(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(total);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }
 
 export class PortInUseError extends Error {

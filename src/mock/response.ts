@@ -1,4 +1,5 @@
 import { serializeResponseHead, statusReason } from "../core/http1/serialize.ts";
+import { concatBytes } from "../core/proxy/endpoint.ts";
 import type { HeaderList } from "../core/http1/types.ts";
 import { decodeBase64Strict, type MockRule } from "./schema.ts";
 
@@ -28,14 +29,6 @@ const CONNECTION_VALUE = [null, "keep-alive", "close"] as const;
 function utf8Octets(s: string): string {
   for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.from(s, "utf8").toString("latin1");
   return s;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (b.length === 0) return a;
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 /**
@@ -94,7 +87,7 @@ export class CannedResponse {
     if (b === undefined) {
       const headers = this.wireHeaders(persist).map(([n, v]): [string, string] => [n, utf8Octets(v)]);
       const head = serializeResponseHead({ version: "HTTP/1.1", status: this.status, reason: utf8Octets(this.reason), headers });
-      b = headOnly ? head : concat(head, this.body);
+      b = headOnly ? head : concatBytes(head, this.body);
       this.variants[k] = b;
     }
     return b;

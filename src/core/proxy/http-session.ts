@@ -4,15 +4,14 @@ import { encodeChunk, LAST_CHUNK, serializeRequestHead, serializeResponseHead, s
 import { getHeader, hasToken, removeHeader, stripHopByHop, wantsKeepAlive } from "../http1/headers.ts";
 import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
-import { defaultPort, Flow, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
+import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
 import type { ProxyContext, WebSocketTap } from "./context.ts";
-import { concatAll, concatBytes, Endpoint, HIGH_WATER } from "./endpoint.ts";
+import { concatAll, concatBytes, Endpoint } from "./endpoint.ts";
 import { UpstreamError, type UpstreamConn, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
-import { openTunnel, type Tunnel } from "./tunnel.ts";
+import { CONNECT_OK, openTunnel, type Tunnel } from "./tunnel.ts";
 
 const EMPTY = new Uint8Array(0);
-const CONNECT_OK = new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n");
 /** ALPN protocol list in wire format: only HTTP/1.1 is offered to clients. */
 const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")]);
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
@@ -261,9 +260,10 @@ export class HttpSession implements UpstreamOwner {
       port = t.port!;
       if (this.target && this.target.scheme === "https" && scheme === "http") scheme = "https";
       // RFC 9112 3.2.2: a proxy replaces Host with the authority of an absolute-form target
-      if (getHeader(head.headers, "host") !== hostHeader(scheme, host, port)) {
+      const authority = hostPort(scheme, host, port);
+      if (getHeader(head.headers, "host") !== authority) {
         removeHeader(head.headers, "host");
-        head.headers.unshift(["Host", hostHeader(scheme, host, port)]);
+        head.headers.unshift(["Host", authority]);
       }
     } else if (this.target) {
       scheme = this.target.scheme;
@@ -441,7 +441,7 @@ export class HttpSession implements UpstreamOwner {
     this.resBuf = EMPTY;
     const r = flow.request;
     const headers = stripHopByHop(r.headers);
-    if (!getHeader(headers, "host")) headers.unshift(["Host", hostHeader(r.scheme, r.host, r.port)]);
+    if (!getHeader(headers, "host")) headers.unshift(["Host", hostPort(r.scheme, r.host, r.port)]);
     const body = r.body;
     if (body !== null) {
       // buffered (possibly rewritten) body: frame it with its real length
@@ -492,10 +492,6 @@ export class HttpSession implements UpstreamOwner {
       this.reqState = "done";
     }
     this.ep.resume();
-  }
-
-  onUpstreamDrain(): void {
-    // the upstream endpoint already flushed its queue; its onDrain resumes the client
   }
 
   onUpstreamData(d: Uint8Array): void {
@@ -997,9 +993,4 @@ function methodHasBody(method: string): boolean {
   return method === "POST" || method === "PUT" || method === "PATCH";
 }
 
-function hostHeader(scheme: Scheme, host: string, port: number): string {
-  const h = host.includes(":") ? `[${host}]` : host;
-  return port === defaultPort(scheme) ? h : `${h}:${port}`;
-}
 
-export { HIGH_WATER };

@@ -3,7 +3,8 @@ import type { ProxyContext } from "./context.ts";
 import { Endpoint, type Throttle } from "./endpoint.ts";
 import { classifyConnectError } from "./upstream.ts";
 
-const CONNECT_OK = new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n");
+/** The answer to a CONNECT that was accepted (intercepted or tunnelled). */
+export const CONNECT_OK = new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n");
 
 /**
  * A byte-for-byte CONNECT tunnel (ignored hosts): no TLS interception, nothing captured.

@@ -34,7 +34,6 @@ export function classifyConnectError(e: unknown, host: string, port: number): Up
 /** Who receives an upstream connection's events while it carries a request. */
 export interface UpstreamOwner {
   onUpstreamData(data: Uint8Array): void;
-  onUpstreamDrain(): void;
   /** The connection closed or failed; `err` is null for an orderly close by the peer. */
   onUpstreamClose(err: UpstreamError | null): void;
 }
@@ -153,7 +152,6 @@ export class UpstreamPool {
             const c = s.data;
             if (!c) return;
             c.ep.handleDrain();
-            c.owner?.onUpstreamDrain();
           },
           close(s, err) {
             const c = s.data;
