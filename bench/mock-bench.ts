@@ -20,7 +20,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { Subprocess } from "bun";
+import { children, killAllNow, run, startChild, stopChild, waitLine, type Child } from "./processes.ts";
 
 const BODY = JSON.stringify({ id: 42, name: "mocked item", tags: ["a", "b"], ok: true });
 /** A fixed Date header on the mock side, so both servers send byte-for-byte the same amount (Bun.serve adds Date). */
@@ -78,99 +78,6 @@ const log = (s: string): void => void process.stderr.write(`[mock-bench] ${s}\n`
 
 // ------------------------------------------------------------------------------------------------ processes
 
-interface Child {
-  name: string;
-  proc: Subprocess<"ignore", "pipe", "pipe">;
-  out: string[];
-  err: string[];
-  /** resolves with the first stdout/stderr line matching pred */
-  waitLine(pred: (l: string) => boolean, timeoutMs: number): Promise<string>;
-}
-
-const children = new Set<Child>();
-
-function collect(stream: ReadableStream<Uint8Array>, sink: string[], onLine: (l: string) => void): void {
-  void (async () => {
-    const dec = new TextDecoder();
-    let buf = "";
-    try {
-      for await (const chunk of stream) {
-        buf += dec.decode(chunk, { stream: true });
-        let i: number;
-        while ((i = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, i);
-          buf = buf.slice(i + 1);
-          sink.push(line);
-          if (sink.length > 400) sink.shift();
-          onLine(line);
-        }
-      }
-    } catch {}
-    if (buf) {
-      sink.push(buf);
-      onLine(buf);
-    }
-  })();
-}
-
-function startChild(name: string, cmd: string[]): Child {
-  const proc = Bun.spawn(cmd, { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
-  const waiters: { pred: (l: string) => boolean; resolve: (l: string) => void }[] = [];
-  const onLine = (l: string) => {
-    for (const w of [...waiters]) {
-      if (w.pred(l)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(l);
-      }
-    }
-  };
-  const c: Child = {
-    name,
-    proc,
-    out: [],
-    err: [],
-    waitLine(pred, timeoutMs) {
-      const seen = [...c.out, ...c.err].find(pred);
-      if (seen !== undefined) return Promise.resolve(seen);
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name}: no expected output within ${timeoutMs} ms:\n${[...c.out, ...c.err].slice(-20).join("\n")}`)), timeoutMs);
-        waiters.push({ pred, resolve: (l) => (clearTimeout(timer), resolve(l)) });
-        proc.exited.then((code) => {
-          clearTimeout(timer);
-          reject(new Error(`${name} exited (${code}) before printing what was expected:\n${[...c.out, ...c.err].slice(-20).join("\n")}`));
-        });
-      });
-    },
-  };
-  collect(proc.stdout, c.out, onLine);
-  collect(proc.stderr, c.err, onLine);
-  children.add(c);
-  return c;
-}
-
-function killGroup(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, sig);
-  } catch {
-    try {
-      process.kill(pid, sig);
-    } catch {}
-  }
-}
-
-async function stopChild(c: Child, graceMs = 3000): Promise<void> {
-  if (!children.delete(c)) return;
-  killGroup(c.proc.pid, "SIGTERM");
-  const exited = await Promise.race([c.proc.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
-  killGroup(c.proc.pid, "SIGKILL");
-  if (!exited) await Promise.race([c.proc.exited, Bun.sleep(1000)]);
-}
-
-function killAllNow(): void {
-  for (const c of children) killGroup(c.proc.pid, "SIGKILL");
-  children.clear();
-}
-
 function cleanupTmp(): void {
   if (opt["keep-tmp"]) return log(`kept ${TMP}`);
   rmSync(TMP, { recursive: true, force: true });
@@ -185,17 +92,6 @@ for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   });
 }
 
-/** Run a command to completion, killing its process group if it outlives timeoutMs. */
-async function run(cmd: string[], timeoutMs: number): Promise<{ code: number; out: string; err: string }> {
-  const c = startChild(cmd[0]!, cmd);
-  const timer = setTimeout(() => killGroup(c.proc.pid, "SIGKILL"), timeoutMs);
-  const code = await c.proc.exited;
-  clearTimeout(timer);
-  children.delete(c);
-  // give the line collectors a turn to drain the pipes
-  await Bun.sleep(0);
-  return { code, out: c.out.join("\n"), err: c.err.join("\n") };
-}
 
 /** utime + stime of a process, in seconds (Linux /proc); null elsewhere. */
 function cpuSeconds(pid: number): number | null {
@@ -247,7 +143,7 @@ interface Handshake {
 async function startTapwire(): Promise<{ child: Child; api: (path: string, method?: string, body?: unknown) => Promise<any> }> {
   const dataDir = join(TMP, "data");
   const child = startChild("tapwire", [BUN, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0"]);
-  await child.waitLine((l) => l.includes("API http://127.0.0.1:"), 30_000);
+  await waitLine(child, (l) => l.includes("API http://127.0.0.1:"), 30_000);
   const hs = JSON.parse(readFileSync(join(dataDir, "api-handshake.json"), "utf8")) as Handshake;
   const api = async (path: string, method = "GET", body?: unknown) => {
     const r = await fetch(`http://127.0.0.1:${hs.port}${path}`, {
@@ -335,7 +231,7 @@ async function main(): Promise<void> {
   log(`${navigator.hardwareConcurrency ?? "?"} CPU cores; hey -z ${DURATION}s -c ${CONNS}; ${RULES} mock rules`);
 
   const bare = startChild("bare Bun.serve", [BUN, import.meta.path, "--serve-bare"]);
-  const barePort = Number((await bare.waitLine((l) => l.startsWith("PORT "), 15_000)).slice(5));
+  const barePort = Number((await waitLine(bare, (l) => l.startsWith("PORT "), 15_000)).slice(5));
 
   const tw = await startTapwire();
   const rules = benchRules();
