@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, statSync, writeFileSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, renameSync, rmdirSync, statSync, writeFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, startTapwire, tempDir, waitForLine } from "./helpers/tapwire-process.ts";
+import { BUN, ROOT, startTapwire, tempDir, waitForLine, type RunningTapwire } from "./helpers/tapwire-process.ts";
+import { curl, startUpstream } from "./helpers/upstream.ts";
 
 /** A pid that is certainly dead: a child that already exited. */
 async function deadPid(): Promise<number> {
@@ -153,6 +154,77 @@ describe("tapwire start: handshake file and lifecycle", () => {
     expect(await p.exited).toBe(2);
     expect(await new Response(p.stderr).text()).toContain("--port takes a whole number");
   });
+});
+
+describe("capture database location", () => {
+  async function listed(t: RunningTapwire): Promise<{ id: number; url: string }[]> {
+    const r: any = await (await t.api("/api/v1/traffic?limit=500")).json();
+    return r.items.map((e: any) => ({ id: e.id, url: e.url }));
+  }
+
+  // kill -9 leaves the -wal file (with the latest commits) beside the database, so it is moved too
+  for (const sig of ["SIGTERM", "SIGKILL"] as const) {
+    test(`it lives in <data>/capture (0700); an old-layout capture.db is moved there with its entries (${sig})`, async () => {
+      const up = startUpstream();
+      const dir = tempDir();
+      try {
+        const a = await startTapwire({ dataDir: dir });
+        const proxy = `http://127.0.0.1:${a.handshake.proxy_port}`;
+        try {
+          for (const name of ["one", "two", "three"]) {
+            const r = await curl(["-x", proxy, "-o", "/dev/null", "-w", "%{http_code}", `${up.httpUrl}/echo/${name}`]);
+            expect(r.out).toBe("200");
+          }
+        } catch (e) {
+          await a.stop();
+          throw e;
+        }
+        const before = await listed(a);
+        expect(before.map((e) => e.url)).toEqual(["three", "two", "one"].map((n) => `${up.httpUrl}/echo/${n}`));
+        // the new layout: nothing of the database at the top of the data directory
+        expect(existsSync(join(dir, "capture", "capture.db"))).toBe(true);
+        expect(statSync(join(dir, "capture")).mode & 0o777).toBe(0o700);
+        expect(readdirSync(dir).filter((f) => f.startsWith("capture.db"))).toEqual([]);
+        await a.stop(sig);
+
+        // what an older tapwire left: the database and its companion files (-wal, -shm, ...) at the top of the data
+        // directory, no capture folder
+        const present = readdirSync(join(dir, "capture")).filter((f) => f.startsWith("capture.db"));
+        expect(present).toContain("capture.db");
+        if (sig === "SIGKILL") expect(present).toContain("capture.db-wal");
+        for (const f of present) renameSync(join(dir, "capture", f), join(dir, f));
+        rmdirSync(join(dir, "capture"));
+
+        const b = await startTapwire({ dataDir: dir });
+        try {
+          expect(await listed(b)).toEqual(before);
+          expect(b.stderr.some((l) => l.includes("moved capture.db") && l.includes(join(dir, "capture")))).toBe(true);
+          expect(readdirSync(dir).filter((f) => f.startsWith("capture.db"))).toEqual([]);
+          expect(existsSync(join(dir, "capture", "capture.db"))).toBe(true);
+          expect(statSync(join(dir, "capture")).mode & 0o777).toBe(0o700);
+          // new entries go on after the old ids
+          await curl(["-x", `http://127.0.0.1:${b.handshake.proxy_port}`, "-o", "/dev/null", `${up.httpUrl}/echo/four`]);
+          const after = await listed(b);
+          expect(after.length).toBe(4);
+          expect(after[0].url).toBe(`${up.httpUrl}/echo/four`);
+          expect(after[0].id).toBeGreaterThan(before[0].id);
+        } finally {
+          await b.stop();
+        }
+
+        // a later start finds the new layout and moves nothing
+        const c = await startTapwire({ dataDir: dir });
+        try {
+          expect((await listed(c)).length).toBe(4);
+          expect(c.stderr.some((l) => l.includes("moved capture.db"))).toBe(false);
+        } finally {
+          await c.stop();
+        }
+      } finally {
+        up.stop();
+      }
+    });
+  }
 });
 
 describe("data directory default", () => {

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, renameSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -26,4 +26,37 @@ export function ensureDataDir(dir: string): void {
       // not ours to change (e.g. a shared folder given with --data-dir): leave it
     }
   }
+}
+
+/** The capture database's folder inside the data directory, and the database's file name in it. */
+export const CAPTURE_DIR = "capture";
+export const CAPTURE_DB = "capture.db";
+
+/**
+ * Creates `<dataDir>/capture` (mode 0700) and returns the capture database's path in it. The database has its own
+ * folder so that its writes (the -wal and -shm files change with every batch) do not wake the watcher on the data
+ * directory (throttle-rules.json, src/throttle/rules-file.ts).
+ *
+ * Migration from the old layout (`<dataDir>/capture.db`): when that file exists and the new one does not, it is moved
+ * with the files that go with it (-wal, -shm, and the writer's `.journal` folder, which holds entries not yet in the
+ * database). Call it with the instance lock held (no other process uses the files). The main file moves last, so an
+ * interrupted move is finished by the next start. `moved` lists the names moved.
+ */
+export function prepareCaptureDb(dataDir: string): { path: string; moved: string[] } {
+  const dir = join(dataDir, CAPTURE_DIR);
+  ensureDataDir(dir);
+  const path = join(dir, CAPTURE_DB);
+  const old = join(dataDir, CAPTURE_DB);
+  const moved: string[] = [];
+  if (existsSync(old) && !existsSync(path)) {
+    for (const suffix of [".journal", "-wal", "-shm", ""]) {
+      try {
+        renameSync(old + suffix, path + suffix);
+        moved.push(CAPTURE_DB + suffix);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      }
+    }
+  }
+  return { path, moved };
 }

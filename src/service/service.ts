@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { rootCertificates } from "node:tls";
-import { join } from "node:path";
+import { dirname } from "node:path";
 import type { Server } from "bun";
 import { buildApi, type ApiApp, type RoutePlugin } from "../api/app.ts";
 import type { CaptureAddon } from "../capture/addon.ts";
@@ -21,7 +21,7 @@ import { trafficRoutes } from "../traffic/routes.ts";
 import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import type { ServiceConfig } from "./config.ts";
-import { ensureDataDir } from "./datadir.ts";
+import { ensureDataDir, prepareCaptureDb } from "./datadir.ts";
 import type { Feature, FeatureContext } from "./feature.ts";
 import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
 
@@ -70,7 +70,9 @@ export class TapwireService {
     this.releaseLock = acquireInstanceLock(dataDir);
     try {
       this.startedAt = Date.now();
-      this.store = await CaptureStore.open(join(dataDir, "capture.db"), { maxEntries: this.config.maxEntries });
+      const db = prepareCaptureDb(dataDir);
+      if (db.moved.length) this.log(`tapwire: moved ${db.moved.join(", ")} from ${dataDir} to ${dirname(db.path)}`);
+      this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries });
       if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
       this.startProxy();
       for (const f of this.features) await f.start?.();

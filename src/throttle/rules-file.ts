@@ -110,7 +110,11 @@ export class RulesFile {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  /** Watches the data directory (the file is usually replaced by a rename, so the folder is watched, not the file). */
+  /**
+   * Watches the data directory (the file is usually replaced by a rename, so the folder is watched, not the file).
+   * Events for other files are dropped; busy files must not live in this folder (every event costs CPU in the
+   * watcher's thread even when dropped), which is why the capture database has its own subfolder.
+   */
   watch(): void {
     if (this.watcher) return;
     try {
