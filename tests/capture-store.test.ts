@@ -1317,6 +1317,7 @@ describe("the writer worker", () => {
         }
       }
       if (round % 4 === 1) {
+        await s.flush(); // written into SQLite (status does not hurry the journal), not indexed
         const st = await s.writerStatus();
         expect(st.indexedUpto).toBeGreaterThan(0);
         expect(st.indexedUpto).toBeLessThan(st.maxId);

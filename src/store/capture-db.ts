@@ -185,9 +185,12 @@ export class CaptureWriter {
   stored = 0;
   /** Highest id ever written (or handed out before this open). */
   maxId = 0;
-  /** The next id to hand out, as known from the database at open. */
-  readonly nextId: number;
+  /** The next id to hand out, as known from the database at open (and the journal: raiseNextId). */
+  nextId: number;
+  private readonly idReserve: number;
   indexedUpto = 0;
+  /** Every journal record with ids up to this one is in the tables (or was dropped): meta.journal_upto. */
+  journalUpto = 0;
   private ceiling = 0;
   private readonly maxEntries: number;
   /** Entries per search index generation. */
@@ -226,8 +229,17 @@ export class CaptureWriter {
     this.nextId = Math.max(maxRow.m ?? 0, ceil, opts.assigned) + 1;
     this.stored = maxRow.c;
     this.maxId = Math.max(maxRow.m ?? 0, opts.assigned);
-    this.writeCeiling(this.nextId - 1 + Math.max(0, opts.idReserve));
+    this.journalUpto = this.meta("journal_upto") ?? 0;
+    this.idReserve = Math.max(0, opts.idReserve);
+    this.writeCeiling(this.nextId - 1 + this.idReserve);
     this.writeCount();
+  }
+
+  /** Ids below n are taken (found in the journal): the next id handed out is at least n. */
+  raiseNextId(n: number): void {
+    if (!(n > this.nextId)) return;
+    this.nextId = n;
+    this.writeCeiling(n - 1 + this.idReserve);
   }
 
   private init(db: Database): void {
@@ -343,13 +355,20 @@ export class CaptureWriter {
 
   /** A write transaction; the in-memory mirrors of meta (count, ceiling, index mark) are restored if it fails. */
   private tx(fn: () => void): void {
-    const before = { stored: this.stored, indexedUpto: this.indexedUpto, ceiling: this.ceiling, gens: this.gens.map((g) => ({ ...g })) };
+    const before = {
+      stored: this.stored,
+      indexedUpto: this.indexedUpto,
+      ceiling: this.ceiling,
+      journalUpto: this.journalUpto,
+      gens: this.gens.map((g) => ({ ...g })),
+    };
     try {
       this.db.transaction(fn)();
     } catch (e) {
       this.stored = before.stored;
       this.indexedUpto = before.indexedUpto;
       this.ceiling = before.ceiling;
+      this.journalUpto = before.journalUpto;
       this.gens = before.gens;
       throw e;
     }
@@ -358,6 +377,18 @@ export class CaptureWriter {
   /** meta.entry_count: the number of entries, read by the main thread with the first page of an unfiltered list. */
   private writeCount(): void {
     this.setMeta("entry_count", this.stored);
+  }
+
+  /** Inside a transaction: the journal records up to this id are done with. */
+  private setJournalUpto(value: number): void {
+    if (value <= this.journalUpto) return;
+    this.setMeta("journal_upto", value);
+    this.journalUpto = value;
+  }
+
+  /** Marks the journal records up to this id as done with (skipped, or every entry failed). */
+  markJournalUpto(value: number): void {
+    if (value > this.journalUpto) this.tx(() => this.setJournalUpto(value));
   }
 
   private setIndexedUpto(value: number): void {
@@ -369,9 +400,10 @@ export class CaptureWriter {
   /**
    * Writes a batch in one transaction, then evicts the oldest above maxEntries.
    * An entry that cannot be written (malformed, or SQLite refuses it) is dropped and reported; the others are
-   * written: entries are never retried, so a bad one cannot block the queue.
+   * written: entries are never retried, so a bad one cannot block the queue. journalUpto: the batch is a journal
+   * record whose ids go up to this one; committed with the rows.
    */
-  writeBatch(rows: WireRow[], bodies: Uint8Array, ceiling: number): BatchResult {
+  writeBatch(rows: WireRow[], bodies: Uint8Array, ceiling: number, journalUpto = 0): BatchResult {
     const t0 = performance.now();
     let error: string | null = null;
     let failed = 0;
@@ -390,7 +422,7 @@ export class CaptureWriter {
     let written = 0;
     if (prepared.length > 0) {
       try {
-        this.insert(prepared, ceiling);
+        this.insert(prepared, ceiling, journalUpto);
         written = prepared.length;
       } catch (err) {
         if (prepared.length === 1) {
@@ -410,8 +442,9 @@ export class CaptureWriter {
         }
       }
     } else if (ceiling > this.ceiling) {
-      this.writeCeiling(ceiling);
+      this.tx(() => this.writeCeiling(ceiling));
     }
+    this.markJournalUpto(journalUpto);
     const ms = performance.now() - t0;
     this.stats.batches++;
     this.stats.batchMsTotal += ms;
@@ -419,7 +452,7 @@ export class CaptureWriter {
     return { written, failed, error };
   }
 
-  private insert(rows: Row[], ceiling: number): void {
+  private insert(rows: Row[], ceiling: number, journalUpto = 0): void {
     const db = this.db;
     const insEntry = db.query(
       `INSERT INTO entries (id, timestamp, method, url, host, host_lc, path, status_code, content_type, duration_ms,
@@ -438,6 +471,7 @@ export class CaptureWriter {
       }
       this.stored += rows.length;
       if (ceiling > this.ceiling) this.writeCeiling(ceiling);
+      this.setJournalUpto(journalUpto);
       if (this.stored > this.maxEntries) {
         const excess = this.stored - this.maxEntries;
         const cut = db.query("SELECT id FROM entries ORDER BY id ASC LIMIT 1 OFFSET ?").get(excess - 1) as { id: number } | null;
@@ -488,9 +522,10 @@ export class CaptureWriter {
     return n > 0;
   }
 
-  /** Drops every entry. Ids keep increasing. */
-  clear(ceiling: number): void {
+  /** Drops every entry (and the journal records up to journalUpto). Ids keep increasing. */
+  clear(ceiling: number, journalUpto = 0): void {
     this.tx(() => {
+      this.setJournalUpto(journalUpto);
       this.db.run("DELETE FROM entries");
       this.db.run("DELETE FROM details");
       this.db.run("DELETE FROM bodies");
@@ -564,7 +599,7 @@ export class CaptureWriter {
     return done;
   }
 
-  status(indexing: boolean): WriterStatus {
+  status(indexing: boolean): Omit<WriterStatus, "journalEntries" | "journalBytes"> {
     return { hasFts: this.hasFts, indexedUpto: this.indexedUpto, maxId: this.maxId, stored: this.stored, indexing, generations: this.gens.length, ...this.stats };
   }
 

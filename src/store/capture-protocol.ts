@@ -39,8 +39,9 @@ export interface Queued {
 export interface EncodedBatch {
   rows: string;
   bodies: ArrayBuffer;
-  /** Entries in `rows`. */
+  /** Entries in `rows`, and the id of the first (0 if none). */
   count: number;
+  first: number;
   /** Entries that could not be encoded (dropped); the first error is reported with the batch. */
   failed: number;
   error: string | null;
@@ -150,7 +151,7 @@ export function encodeBatch(items: Queued[]): EncodedBatch {
     off += body.byteLength;
   }
   const bodiesBuf = buf.byteOffset === 0 && buf.buffer.byteLength === total ? (buf.buffer as ArrayBuffer) : buf.buffer.slice(buf.byteOffset, buf.byteOffset + total) as ArrayBuffer;
-  return { rows: json, bodies: bodiesBuf, count: rows.length, failed, error };
+  return { rows: json, bodies: bodiesBuf, count: rows.length, first: rows.length ? rows[0]![0] : 0, failed, error };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -164,17 +165,21 @@ export interface OpenRequest {
   /** Ids reserved ahead in meta.id_ceiling, so that a crash never lets an id handed out be reused. */
   idReserve: number;
   indexing: boolean;
+  /** Traffic counts as flowing while batches come closer than this: the journal then waits (capture-writer.ts). */
+  busyWindowMs: number;
 }
 
 export type WriterRequest =
   | OpenRequest
-  | { t: "batch"; seq: number; rows: string; bodies: ArrayBuffer; upto: number; ceiling: number }
+  | { t: "batch"; seq: number; rows: string; bodies: ArrayBuffer; first: number; count: number; upto: number; ceiling: number }
   | { t: "delete"; seq: number; id: number }
   | { t: "clear"; seq: number; ceiling: number }
   | { t: "status"; seq: number }
   | { t: "indexed"; seq: number }
   | { t: "indexing"; seq: number; on: boolean }
-  | { t: "close"; seq: number; ceiling: number };
+  | { t: "close"; seq: number; ceiling: number }
+  /** Write the journal's backlog into SQLite now (a reader waits for it); answered by progress replies. */
+  | { t: "hurry" };
 
 export interface OpenedReply {
   t: "opened";
@@ -185,6 +190,8 @@ export interface OpenedReply {
   stored?: number;
   recoveredFrom?: string | null;
   hasFts?: boolean;
+  /** Every id up to this one is readable (the journal found at open may hold later ones). */
+  readable?: number;
 }
 
 export interface Reply {
@@ -197,9 +204,28 @@ export interface Reply {
   /** Entries of a batch that were dropped. */
   failed?: number;
   value?: unknown;
+  /** Every id up to this one is in SQLite (or was dropped): readers may go ahead. */
+  readable: number;
 }
 
-export type WriterReply = OpenedReply | Reply;
+/**
+ * A batch is in the journal: durable, and no longer held by the main thread. Its "reply" follows once it is
+ * in SQLite (readable).
+ */
+export interface JournaledReply {
+  t: "journaled";
+  seq: number;
+  stored: number;
+}
+
+/** The readable mark moved (journal records written into SQLite that no batch of this run is waiting for). */
+export interface ProgressReply {
+  t: "progress";
+  stored: number;
+  readable: number;
+}
+
+export type WriterReply = OpenedReply | Reply | JournaledReply | ProgressReply;
 
 /** What status() reports about the writer. */
 export interface WriterStatus {
@@ -208,6 +234,10 @@ export interface WriterStatus {
   indexedUpto: number;
   /** Highest id written. */
   maxId: number;
+  /** Entries (and their stored size) waiting in the journal to be written into SQLite. */
+  journalEntries: number;
+  journalBytes: number;
+  /** Entries stored, those still in the journal included (at most maxEntries). */
   stored: number;
   indexing: boolean;
   /** Search index generations (FTS tables) in use. */

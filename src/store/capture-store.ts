@@ -37,6 +37,11 @@ export interface CaptureStoreOptions {
   maxPending?: number;
   /** Fill the search index in the background. Default true (false: every search scans; see setIndexing). */
   indexing?: boolean;
+  /**
+   * Batches are journaled at once and written into SQLite when no batch has come for this long (or a reader
+   * needs them, or the journal is large). Default 100.
+   */
+  busyWindowMs?: number;
 }
 
 export const LIST_LIMIT_DEFAULT = 50;
@@ -88,6 +93,8 @@ interface BatchInFlight {
   bytes: number;
   /** Posted by flush(): its error goes to that caller, not to the log. */
   foreground: boolean;
+  /** In the writer's journal: durable, no longer counted against the unacknowledged bounds. */
+  journaled: boolean;
   /** Entries that could not even be encoded (dropped on this side). */
   encodeError: string | null;
   /** Set when acknowledged (or lost): the first error, if any. */
@@ -156,6 +163,7 @@ export class CaptureStore {
   private readonly maxEntries: number;
   private readonly flushIntervalMs: number;
   private readonly maxPending: number;
+  private readonly busyWindowMs: number;
   /** Whether the writer indexes in the background (the option, then setIndexing; a restarted writer keeps it). */
   private indexing: boolean;
   private reader: Database | null = null;
@@ -197,6 +205,7 @@ export class CaptureStore {
     this.flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 15);
     this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
     this.indexing = opts.indexing ?? true;
+    this.busyWindowMs = Math.max(0, opts.busyWindowMs ?? 100);
     if (dbPath === ":memory:" || dbPath === "") {
       this.tempDir = mkdtempSync(join(tmpdir(), "tapwire-capture-"));
       this.path = join(this.tempDir, "capture.db");
@@ -212,7 +221,9 @@ export class CaptureStore {
     try {
       const opened = await s.startWriter();
       s.nextId = opened.nextId;
-      s.lastQueued = s.acked = opened.nextId - 1;
+      s.lastQueued = opened.nextId - 1;
+      // entries found in the writer's journal become readable once it has written them
+      s.acked = Math.min(opened.readable, s.lastQueued);
       s.stored = opened.stored;
       s.recoveredFrom = opened.recoveredFrom;
       s.hasFts = opened.hasFts;
@@ -231,7 +242,7 @@ export class CaptureStore {
 
   // --- the writer ------------------------------------------------------------------------------------------------
 
-  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; hasFts: boolean }> {
+  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; hasFts: boolean; readable: number }> {
     const w = new Worker(WRITER_URL);
     this.worker = w;
     this.workerRefd = true;
@@ -262,7 +273,8 @@ export class CaptureStore {
           return;
         }
         this.stored = m.stored ?? 0;
-        resolve({ nextId: m.nextId ?? 1, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, hasFts: m.hasFts === true });
+        const nextId = m.nextId ?? 1;
+        resolve({ nextId, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, hasFts: m.hasFts === true, readable: m.readable ?? nextId - 1 });
       };
       w.postMessage({
         t: "open",
@@ -271,6 +283,7 @@ export class CaptureStore {
         assigned: this.nextId - 1,
         idReserve: ID_RESERVE,
         indexing: this.indexing,
+        busyWindowMs: this.busyWindowMs,
       } satisfies WriterRequest);
     });
   }
@@ -320,9 +333,9 @@ export class CaptureStore {
     const ops: OpInFlight[] = [];
     for (const rec of this.inflight.values()) {
       if (rec.kind === "batch") {
-        rec.error = err.message;
-        this.inflightEntries -= rec.count;
-        this.inflightBytes -= rec.bytes;
+        // a journaled batch is not lost: the next writer finds it in the journal
+        rec.error = rec.journaled ? null : err.message;
+        this.release(rec);
         if (rec.upto > this.acked) this.acked = rec.upto;
       } else {
         ops.push(rec);
@@ -368,15 +381,35 @@ export class CaptureStore {
     }
   }
 
+  /** A batch no longer held here (journaled, answered or lost): it stops counting against the bounds. */
+  private release(rec: BatchInFlight): void {
+    if (rec.journaled) return;
+    rec.journaled = true;
+    this.inflightEntries -= rec.count;
+    this.inflightBytes -= rec.bytes;
+  }
+
   private onReply(m: WriterReply): void {
-    if (m.t !== "reply") return;
+    if (m.t === "opened") return;
+    if (m.t === "progress") {
+      this.stored = m.stored;
+      this.advanceReadable(m.readable);
+      return;
+    }
     const rec = this.inflight.get(m.seq);
     if (!rec) return;
+    if (m.t === "journaled") {
+      if (rec.kind === "batch") {
+        this.stored = m.stored;
+        this.release(rec);
+        this.checkCaughtUp();
+      }
+      return;
+    }
     this.inflight.delete(m.seq);
     if (rec.kind === "batch") {
       this.stored = m.stored;
-      this.inflightEntries -= rec.count;
-      this.inflightBytes -= rec.bytes;
+      this.release(rec);
       if (rec.upto > this.acked) this.acked = rec.upto;
       rec.error = rec.encodeError ?? m.error;
       if (!rec.foreground) {
@@ -387,18 +420,34 @@ export class CaptureStore {
           this.lastFlushError = null;
         }
       }
-      if (this.overloaded && this.inflightEntries + this.pending.length < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pendingBytes < MAX_UNACKED_BYTES / 2) {
-        this.overloaded = false;
-        console.error(`capture store: the writer caught up; ${this.dropped} entries were dropped meanwhile`);
-        this.dropped = 0;
-      }
-      this.wakeAckWaiters();
+      this.checkCaughtUp();
+      this.advanceReadable(m.readable);
     } else {
       if (rec.msg.t !== "indexed") this.stored = m.stored;
+      this.advanceReadable(m.readable);
       if (m.error !== null) rec.reject(new Error(m.error));
       else rec.resolve({ stored: m.stored, value: m.value });
     }
     this.updateRef();
+  }
+
+  private checkCaughtUp(): void {
+    if (this.overloaded && this.inflightEntries + this.pending.length < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pendingBytes < MAX_UNACKED_BYTES / 2) {
+      this.overloaded = false;
+      console.error(`capture store: the writer caught up; ${this.dropped} entries were dropped meanwhile`);
+      this.dropped = 0;
+    }
+  }
+
+  /** The writer says every id up to `readable` is in SQLite (or was dropped). */
+  private advanceReadable(readable: number | undefined): void {
+    if (typeof readable === "number" && readable > this.acked) this.acked = Math.min(readable, this.lastQueued);
+    this.wakeAckWaiters();
+  }
+
+  /** Asks the writer to write its journal into SQLite now: a reader waits for entries up to lastQueued. */
+  private hurry(): void {
+    if (this.worker && this.lastQueued > this.acked) this.worker.postMessage({ t: "hurry" } satisfies WriterRequest);
   }
 
   private wakeAckWaiters(): void {
@@ -448,13 +497,23 @@ export class CaptureStore {
       count: items.length,
       bytes: enc.bodies.byteLength,
       foreground,
+      journaled: false,
       encodeError: enc.error,
       error: null,
     };
     this.inflight.set(seq, rec);
     this.inflightEntries += rec.count;
     this.inflightBytes += rec.bytes;
-    const msg: WriterRequest = { t: "batch", seq, rows: enc.rows, bodies: enc.bodies, upto: rec.upto, ceiling: this.nextId - 1 + ID_RESERVE };
+    const msg: WriterRequest = {
+      t: "batch",
+      seq,
+      rows: enc.rows,
+      bodies: enc.bodies,
+      first: enc.first,
+      count: enc.count,
+      upto: rec.upto,
+      ceiling: this.nextId - 1 + ID_RESERVE,
+    };
     this.worker.postMessage(msg, [enc.bodies]);
     this.updateRef();
     return rec;
@@ -477,6 +536,7 @@ export class CaptureStore {
   private sync(): Promise<void> {
     if (this.lastQueued <= this.acked) return Promise.resolve();
     this.post(false);
+    this.hurry();
     return this.waitAcked(this.lastQueued);
   }
 
@@ -526,6 +586,7 @@ export class CaptureStore {
   async flush(): Promise<void> {
     this.assertOpen();
     const rec = this.post(true);
+    this.hurry();
     await this.waitAcked(this.lastQueued);
     if (rec?.error) throw new Error(rec.error);
     if (this.dead) throw this.dead;
@@ -823,6 +884,7 @@ export class CaptureStore {
     this.assertOpen();
     if (id > this.acked && id <= this.lastQueued) {
       this.post(false);
+      this.hurry();
       await this.waitAcked(id);
     }
     const row = this.db

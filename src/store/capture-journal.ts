@@ -1,0 +1,250 @@
+/**
+ * The capture journal: where the writer Worker puts each batch of entries the moment it arrives, before the
+ * batch is written into SQLite ("materialised", capture-writer.ts decides when). Appending is one write() of
+ * bytes the batch already carries (about 1 µs per entry); the SQLite insert costs 20-30 µs per entry, so while
+ * traffic is heavy the store only appends here and writes SQLite once the proxy is idle (or when a reader needs
+ * the entries, or when the journal grows past its bound).
+ *
+ * - Files: `<db>.journal/<16-digit number>.twj`, segments of about SEGMENT_BYTES; a record never spans two.
+ *   A segment is deleted as soon as every record in it is materialised (or skipped), so the journal holds only
+ *   the backlog.
+ * - Record: a 40-byte header (magic "TWJ1", rows length, bodies length, entry count, first id, last id, id
+ *   ceiling; little-endian) followed by the batch exactly as posted: the rows JSON (UTF-8) and the bodies buffer
+ *   (capture-protocol.ts).
+ * - Durability: a record is acknowledged after write() returned, so it survives kill -9 (the kernel has it);
+ *   a record cut short by a crash was never acknowledged and is cut off at the next open. Which records are
+ *   already in SQLite is told by the database itself (meta.journal_upto, written in the same transaction as the
+ *   rows): the journal is only ever read forward from there.
+ */
+import { closeSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+
+export const HEADER_BYTES = 40;
+const MAGIC = 0x314a5754; // "TWJ1" read as a little-endian u32
+/** A new segment is started once the current one holds this much. */
+export const SEGMENT_BYTES = 64 * 1024 * 1024;
+const SEGMENT_RE = /^(\d{16})\.twj$/;
+
+export interface JournalRecord {
+  /** The batch's seq on the main thread (0: found in the journal at open). */
+  seq: number;
+  segment: number;
+  pos: number;
+  rowsLen: number;
+  bodiesLen: number;
+  count: number;
+  firstId: number;
+  lastId: number;
+  ceiling: number;
+}
+
+interface Segment {
+  n: number;
+  path: string;
+  size: number;
+  /** Records of this segment not materialised yet. */
+  live: number;
+}
+
+function segmentName(n: number): string {
+  return `${String(n).padStart(16, "0")}.twj`;
+}
+
+export class CaptureJournal {
+  /** Records not materialised yet, oldest first. */
+  readonly queue: JournalRecord[] = [];
+  /** Entries and bytes in `queue`. */
+  entries = 0;
+  bytes = 0;
+  /** Highest last id of any record seen (at open or appended). */
+  maxId = 0;
+  /** Highest id ceiling of any record seen. */
+  maxCeiling = 0;
+  private readonly segments = new Map<number, Segment>();
+  private current: Segment | null = null;
+  private fd: number | null = null;
+  private nextSegment = 1;
+
+  private constructor(readonly dir: string) {}
+
+  /**
+   * Opens the journal folder (created if missing, mode 0700) and reads back every complete record; a record cut
+   * short by a crash is cut off. Every record found is queued: release(upto) then forgets those SQLite already
+   * has (the database's journal_upto is known only after this scan, which also tells the ids to open it with).
+   */
+  static open(dir: string): CaptureJournal {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const j = new CaptureJournal(dir);
+    const names = readdirSync(dir)
+      .map((f) => SEGMENT_RE.exec(f))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+    const header = Buffer.alloc(HEADER_BYTES);
+    for (const n of names) {
+      const path = join(dir, segmentName(n));
+      const fd = openSync(path, "r+");
+      try {
+        const size = fstatSync(fd).size;
+        const seg: Segment = { n, path, size: 0, live: 0 };
+        let pos = 0;
+        while (pos + HEADER_BYTES <= size) {
+          if (readSync(fd, header, 0, HEADER_BYTES, pos) !== HEADER_BYTES) break;
+          if (header.readUInt32LE(0) !== MAGIC) break;
+          const rec: JournalRecord = {
+            seq: 0,
+            segment: n,
+            pos,
+            rowsLen: header.readUInt32LE(4),
+            bodiesLen: header.readUInt32LE(8),
+            count: header.readUInt32LE(12),
+            firstId: header.readDoubleLE(16),
+            lastId: header.readDoubleLE(24),
+            ceiling: header.readDoubleLE(32),
+          };
+          const end = pos + HEADER_BYTES + rec.rowsLen + rec.bodiesLen;
+          if (end > size || !(rec.lastId >= rec.firstId) || !Number.isFinite(rec.ceiling)) break;
+          j.queue.push(rec);
+          j.entries += rec.count;
+          j.bytes += end - pos;
+          seg.live++;
+          j.maxId = Math.max(j.maxId, rec.lastId);
+          j.maxCeiling = Math.max(j.maxCeiling, rec.ceiling);
+          pos = end;
+        }
+        // whatever follows the last complete record was never acknowledged
+        if (pos < size) ftruncateSync(fd, pos);
+        seg.size = pos;
+        j.segments.set(n, seg);
+      } finally {
+        closeSync(fd);
+      }
+      j.nextSegment = n + 1;
+    }
+    return j;
+  }
+
+  /** Forgets (and deletes the segments of) every record whose ids are all <= upto. */
+  release(upto: number): void {
+    while (this.queue.length > 0 && this.queue[0]!.lastId <= upto) this.drop(this.queue.shift()!);
+    // empty segments other than the one being appended to go (a fresh open may have left some)
+    for (const seg of [...this.segments.values()]) if (seg.live === 0 && seg !== this.current) this.removeSegment(seg);
+  }
+
+  /** Appends one batch and queues it. Throws if the disk refuses it (nothing is queued then). */
+  append(seq: number, rows: string, bodies: Uint8Array, count: number, firstId: number, lastId: number, ceiling: number): JournalRecord {
+    const rowsLen = Buffer.byteLength(rows);
+    const total = HEADER_BYTES + rowsLen + bodies.byteLength;
+    let seg = this.current;
+    if (seg === null || (seg.size > 0 && seg.size + total > SEGMENT_BYTES)) seg = this.startSegment();
+    const buf = Buffer.allocUnsafe(total);
+    buf.writeUInt32LE(MAGIC, 0);
+    buf.writeUInt32LE(rowsLen, 4);
+    buf.writeUInt32LE(bodies.byteLength, 8);
+    buf.writeUInt32LE(count, 12);
+    buf.writeDoubleLE(firstId, 16);
+    buf.writeDoubleLE(lastId, 24);
+    buf.writeDoubleLE(ceiling, 32);
+    buf.write(rows, HEADER_BYTES, "utf8");
+    buf.set(bodies, HEADER_BYTES + rowsLen);
+    const pos = seg.size;
+    try {
+      let off = 0;
+      while (off < total) off += writeSync(this.fd!, buf, off, total - off, pos + off);
+    } catch (e) {
+      // a partial record must not stay in front of the next one
+      try {
+        ftruncateSync(this.fd!, pos);
+      } catch {
+        // the next open cuts it off
+      }
+      throw e;
+    }
+    seg.size += total;
+    seg.live++;
+    const rec: JournalRecord = { seq, segment: seg.n, pos, rowsLen, bodiesLen: bodies.byteLength, count, firstId, lastId, ceiling };
+    this.queue.push(rec);
+    this.entries += count;
+    this.bytes += total;
+    this.maxId = Math.max(this.maxId, lastId);
+    this.maxCeiling = Math.max(this.maxCeiling, ceiling);
+    return rec;
+  }
+
+  /** Reads a queued record back: the rows JSON and the bodies buffer, as they were posted. */
+  read(rec: JournalRecord): { rows: string; bodies: Uint8Array } {
+    const seg = this.segments.get(rec.segment);
+    if (!seg) throw new Error(`capture journal: segment ${rec.segment} is gone`);
+    const len = rec.rowsLen + rec.bodiesLen;
+    const buf = Buffer.allocUnsafeSlow(len);
+    const fd = seg === this.current && this.fd !== null ? this.fd : openSync(seg.path, "r");
+    try {
+      let off = 0;
+      while (off < len) {
+        const n = readSync(fd, buf, off, len - off, rec.pos + HEADER_BYTES + off);
+        if (n === 0) throw new Error(`capture journal: segment ${rec.segment} is shorter than its records`);
+        off += n;
+      }
+    } finally {
+      if (fd !== this.fd) closeSync(fd);
+    }
+    return { rows: buf.toString("utf8", 0, rec.rowsLen), bodies: new Uint8Array(buf.buffer, buf.byteOffset + rec.rowsLen, rec.bodiesLen) };
+  }
+
+  /** Drops every queued record (clear): their entries are never materialised. */
+  dropAll(): JournalRecord[] {
+    const recs = this.queue.splice(0);
+    for (const r of recs) this.drop(r);
+    this.release(Infinity);
+    return recs;
+  }
+
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+    if (this.current && this.current.live === 0) this.removeSegment(this.current);
+    this.current = null;
+  }
+
+  private drop(rec: JournalRecord): void {
+    this.entries -= rec.count;
+    this.bytes -= HEADER_BYTES + rec.rowsLen + rec.bodiesLen;
+    const seg = this.segments.get(rec.segment);
+    if (!seg) return;
+    seg.live--;
+    if (seg.live > 0) return;
+    if (seg === this.current) {
+      // the segment being appended to is emptied in place: the journal does not grow while it keeps up
+      try {
+        ftruncateSync(this.fd!, 0);
+        seg.size = 0;
+      } catch {
+        // it stays; a later release deletes it
+      }
+      return;
+    }
+    this.removeSegment(seg);
+  }
+
+  private startSegment(): Segment {
+    if (this.current) {
+      const old = this.current;
+      if (this.fd !== null) closeSync(this.fd);
+      this.fd = null;
+      this.current = null;
+      if (old.live === 0) this.removeSegment(old);
+    }
+    const n = this.nextSegment++;
+    const path = join(this.dir, segmentName(n));
+    this.fd = openSync(path, "w+", 0o600);
+    const seg: Segment = { n, path, size: 0, live: 0 };
+    this.segments.set(n, seg);
+    this.current = seg;
+    return seg;
+  }
+
+  private removeSegment(seg: Segment): void {
+    this.segments.delete(seg.n);
+    rmSync(seg.path, { force: true });
+  }
+}
