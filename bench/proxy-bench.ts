@@ -8,8 +8,10 @@
  * plus, unless --no-extra, tapwire with capture stopped (where the time goes), and with --wrk the plain-HTTP rows
  * again with wrk. Prints a table, the goal ratios, RSS, and which processes shared the CPU cores. The "cpu us/req"
  * column (CPU time of the proxy, or of the upstream for direct rows, per successful request) is the figure least
- * disturbed by other load on the machine. --tapwire-cpu-prof DIR runs tapwire under `bun --cpu-prof --cpu-prof-md`
- * and leaves the profile (written when tapwire stops) in DIR. On a shared machine, --repeat N keeps the best of N
+ * disturbed by other load on the machine. After tapwire's capturing rows it times how long until every captured entry
+ * is queryable (the store may defer writing while traffic is heavy) and tapwire's CPU meanwhile.
+ * --tapwire-cpu-prof DIR runs tapwire under `bun --cpu-prof --cpu-prof-md` and leaves the profile (written when
+ * tapwire stops) in DIR. On a shared machine, --repeat N keeps the best of N
  * measured runs per row and --wait-quiet SECS first waits (at most SECS) for other processes to go quiet.
  *
  *   node_modules/.bin/bun bench/proxy-bench.ts [--duration 5] [--connections 32] [--warmup 1] [--skip-peers]
@@ -394,7 +396,12 @@ async function startUpstream(certFile: string, keyFile: string): Promise<{ child
   return { child, ...ports };
 }
 
-async function startTapwire(upstreamCaFile: string): Promise<{ target: ProxyTarget; dataDir: string; api: (path: string, init?: RequestInit) => Promise<Response> }> {
+/** Longest wait for the captured entries to become queryable after the capturing rows (see capture catch-up). */
+const CATCH_UP_TIMEOUT_MS = 120_000;
+
+async function startTapwire(
+  upstreamCaFile: string,
+): Promise<{ target: ProxyTarget; dataDir: string; api: (path: string, init?: RequestInit, timeoutMs?: number) => Promise<Response> }> {
   const dataDir = join(TMP, "tapwire-data");
   const prof = opt["tapwire-cpu-prof"] ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(opt["tapwire-cpu-prof"])}`] : [];
   const args = [BUN, ...prof, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", upstreamCaFile];
@@ -414,8 +421,8 @@ async function startTapwire(upstreamCaFile: string): Promise<{ target: ProxyTarg
   });
   const hs = JSON.parse(readFileSync(join(dataDir, "api-handshake.json"), "utf8")) as { port: number; token: string; proxy_port: number | null };
   if (!hs.proxy_port) throw new Error(`tapwire handshake has no proxy_port: ${JSON.stringify(hs)}`);
-  const api = (path: string, init: RequestInit = {}) =>
-    withTimeout(fetch(`http://127.0.0.1:${hs.port}${path}`, { ...init, headers: { authorization: `Bearer ${hs.token}`, ...(init.headers ?? {}) } }), 10_000, `API ${path}`);
+  const api = (path: string, init: RequestInit = {}, timeoutMs = 10_000) =>
+    withTimeout(fetch(`http://127.0.0.1:${hs.port}${path}`, { ...init, headers: { authorization: `Bearer ${hs.token}`, ...(init.headers ?? {}) } }), timeoutMs, `API ${path}`);
   return { target: { name: "tapwire", child, port: hs.proxy_port }, dataDir, api };
 }
 
@@ -460,6 +467,15 @@ function printTable(): void {
   }
 }
 
+/** tapwire CPU seconds of a row's measured run (cpu us/req x ok requests), or null. */
+function rowCpuSec(r: Row | undefined): number | null {
+  if (!r || r.error || !r.res || !r.cpu || !Number.isFinite(r.cpu.usPerReq)) return null;
+  return (r.cpu.usPerReq * r.res.ok) / 1e6;
+}
+
+/** After tapwire's capturing rows: how long until every entry was queryable, and tapwire's CPU meanwhile. */
+let catchUp: { secs: number; cpuSec: number; entries: number } | null = null;
+
 function get(id: string): LoadResult | null {
   const r = rows.find((r) => r.id === id && r.tool === "hey");
   return r && !r.error ? r.res : null;
@@ -501,6 +517,16 @@ function printGoals(): void {
   if (bn && ph) console.log(`  info  ${pad(`(b, capture stopped)/fastest peer HTTP (${ph.name})`, 58)} ${lpad((bn.rps / ph.rps).toFixed(2), 8)}`);
   if (a && bn) console.log(`  info  ${pad("added p99 (b, capture stopped) - (a), ms", 58)} ${lpad((bn.p99ms - a.p99ms).toFixed(2), 8)}`);
   if (c && cn) console.log(`  info  ${pad("(c) with capture / (c) capture stopped", 58)} ${lpad((c.rps / cn.rps).toFixed(2), 8)}`);
+  // tapwire's CPU in the measured runs of its capturing rows plus the catch-up after them, per ok request of those
+  // rows (warm-ups and the time between rows are not counted; with --wrk, wrk's capturing row is included)
+  const capturing = rows.filter((r) => (r.id === "b" || r.id === "c") && !r.error);
+  const rowSecs = capturing.map(rowCpuSec);
+  const okReqs = capturing.reduce((n, r) => n + (r.res?.ok ?? 0), 0);
+  if (catchUp && capturing.length >= 2 && rowSecs.every((x) => x !== null) && okReqs > 0) {
+    const us = ((rowSecs.reduce((a, x) => a + x!, 0) + catchUp.cpuSec) / okReqs) * 1e6;
+    const what = `(b) capturing, CPU us/req including the catch-up${WITH_WRK ? " (rows b, c, wrk b)" : ""}`;
+    console.log(`  info  ${pad(what, 58)} ${lpad(us.toFixed(1), 8)}   ((b)+(c) tapwire CPU + catch-up CPU, / ok requests of (b)+(c))`);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------ main
@@ -519,7 +545,7 @@ async function main(): Promise<number> {
   // Global watchdog from here on: nothing below may take longer than this.
   const perRow = WARMUP + REPEAT * (DURATION + 10) + 60;
   const nRows = 4 + (EXTRA ? 2 : 0) + (SKIP_PEERS ? 0 : 6) + (WITH_WRK ? (SKIP_PEERS ? 2 : 5) : 0);
-  const budgetSec = nRows * perRow + (SKIP_PEERS ? 60 : 360) + WAIT_QUIET;
+  const budgetSec = nRows * perRow + (SKIP_PEERS ? 60 : 360) + WAIT_QUIET + CATCH_UP_TIMEOUT_MS / 1000;
   const watchdog = setTimeout(() => {
     console.error(`proxy-bench: watchdog: the run took longer than ${budgetSec} s; stopping everything`);
     killAllNow();
@@ -594,6 +620,8 @@ async function main(): Promise<number> {
       await measure("b", "tapwire, HTTP absolute-form (capturing)", httpUrl, px);
       await measure("c", "tapwire, HTTPS via CONNECT (capturing)", httpsUrl, px, "hey", twHttpsArgs);
       if (WITH_WRK) await measure("b", "tapwire, HTTP absolute-form (capturing)", httpUrl, px, "wrk");
+      // the catch-up window starts when the last capturing row ends (the samples below take a few ms)
+      const cu0 = cpuSnap([px.pgid]);
       const rssLoaded = groupRss(px.pgid);
       let entries = "?";
       try {
@@ -606,6 +634,23 @@ async function main(): Promise<number> {
         `tapwire RSS: ${rssIdle.rssMiB.toFixed(0)} MiB idle before load; ${rssLoaded.rssMiB.toFixed(0)} MiB after the capturing rows (peak ${rssLoaded.leaderPeakMiB.toFixed(0)} MiB), ` +
           `store holding ${entries} entries (max ${opt["max-entries"] ?? "100000 default"})`,
       );
+      // capture catch-up: the list answers once every entry added before the call is stored, so its answer marks
+      // the moment all captured traffic is queryable (a store that defers writing under load pays here)
+      try {
+        const r = await tw.api("/api/v1/traffic?limit=1", {}, CATCH_UP_TIMEOUT_MS);
+        const cu1 = cpuSnap([px.pgid]);
+        if (!r.ok) throw new Error(`GET /api/v1/traffic answered ${r.status}`);
+        await r.arrayBuffer();
+        const secs = (cu1.t - cu0.t) / 1000;
+        const cpuSec = (cu1.groups.get(px.pgid)! - cu0.groups.get(px.pgid)!) / CLK_TCK;
+        const st = (await (await tw.api("/api/v1/capture/status")).json()) as { entry_count: number };
+        catchUp = { secs, cpuSec, entries: st.entry_count };
+        checks.push(
+          `capture catch-up after the capturing rows: ${st.entry_count} entries queryable after ${secs.toFixed(2)} s (tapwire CPU ${cpuSec.toFixed(2)} s during the wait)`,
+        );
+      } catch (e) {
+        checks.push(`capture catch-up after the capturing rows: FAILED: ${(e as Error).message.split("\n")[0]}`);
+      }
 
     } finally {
       await stopChild(tw.target.child, opt["tapwire-cpu-prof"] ? 30_000 : 3000); // the profile is written at exit
