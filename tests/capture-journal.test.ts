@@ -5,7 +5,7 @@
  * The store is opened with a long busyWindowMs, so nothing is written into SQLite unless a reader asks:
  * the backlog is there when the test looks, whatever the machine's speed.
  */
-import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, jest, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -216,6 +216,25 @@ process.kill(process.pid, "SIGKILL");
     expect(s.add(entry(1))).toBeGreaterThan(500);
     await s.close();
     expect(segments(path)).toEqual([]);
+  });
+
+  test("a writer that dies with a journal backlog: the next one writes it, readers wait for it", async () => {
+    const path = join(tempDir(), "c.db");
+    const s = await mkStore(path);
+    const spy = jest.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      for (let i = 1; i <= 40; i++) s.add(entry(i));
+      expect((await s.writerStatus()).journalEntries).toBe(40);
+      await s.killWriterForTest();
+      expect(s.lastFlushError).toBeInstanceOf(Error);
+      const page = await s.list({ limit: 500 });
+      expect(page.total).toBe(40);
+      expect(page.items.map((i) => i.id)).toEqual(Array.from({ length: 40 }, (_, i) => 40 - i));
+      expect((await s.get(40))!.res_body).toBe("journal body 40");
+      expect(s.add(entry(41))).toBeGreaterThan(40);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   test("clear drops journaled entries for good, across a restart", async () => {

@@ -315,6 +315,9 @@ export class CaptureStore {
     this.startWriter().then(
       (opened) => {
         this.stored = opened.stored;
+        // journaled batches of the dead writer are written by this one: readers wait for them
+        this.advanceReadable(opened.readable);
+        if (this.ackWaiters.length > 0) this.hurry();
         this.updateRef();
         this.notifyWriterStopped();
       },
@@ -331,12 +334,14 @@ export class CaptureStore {
    */
   private settleInFlight(err: Error): OpInFlight[] {
     const ops: OpInFlight[] = [];
+    // a journaled batch is not lost: the next writer finds it in the journal, and says when it is readable
+    let journaled = false;
+    for (const rec of this.inflight.values()) if (rec.kind === "batch" && rec.journaled) journaled = true;
     for (const rec of this.inflight.values()) {
       if (rec.kind === "batch") {
-        // a journaled batch is not lost: the next writer finds it in the journal
         rec.error = rec.journaled ? null : err.message;
         this.release(rec);
-        if (rec.upto > this.acked) this.acked = rec.upto;
+        if (!journaled && rec.upto > this.acked) this.acked = rec.upto;
       } else {
         ops.push(rec);
       }
