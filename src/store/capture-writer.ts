@@ -240,21 +240,11 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
 }
 
 function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
-  const w = writer!;
   lastBatchAt = performance.now();
-  let rows: WireRow[] | null = null;
-  const parse = (): WireRow[] | null => {
-    try {
-      return JSON.parse(m.rows) as WireRow[];
-    } catch (e) {
-      reply(m.seq, `unreadable batch: ${errorText(e)}`, undefined, -1);
-      return null;
-    }
-  };
   const bodies = new Uint8Array(m.bodies);
-  if (journal && m.count > 0) {
+  if (m.count > 0) {
     try {
-      journal.append(m.seq, m.rows, bodies, m.count, m.first, m.upto, m.ceiling);
+      journal!.append(m.seq, m.rows, bodies, m.count, m.first, m.upto, m.ceiling);
       lastSeenId = Math.max(lastSeenId, m.upto);
       send({ t: "journaled", seq: m.seq, stored: storedCount() });
       return;
@@ -263,11 +253,17 @@ function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
       console.error(`capture writer: journal append failed (${errorText(e)}); writing the batch directly`);
     }
   }
-  // written directly: behind everything journaled before it
+  // written directly (or nothing to write: every entry failed to encode), behind everything journaled before it:
+  // its answer tells the main thread that every id up to its last is readable
   materializeAll();
-  rows = parse();
-  if (!rows) return;
-  const r = w.writeBatch(rows, bodies, m.ceiling);
+  let rows: WireRow[];
+  try {
+    rows = JSON.parse(m.rows) as WireRow[];
+  } catch (e) {
+    reply(m.seq, `unreadable batch: ${errorText(e)}`, undefined, -1);
+    return;
+  }
+  const r = writer!.writeBatch(rows, bodies, m.ceiling);
   lastSeenId = Math.max(lastSeenId, m.upto);
   reply(m.seq, r.error, undefined, r.failed);
 }
