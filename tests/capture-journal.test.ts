@@ -5,25 +5,17 @@
  * The store is opened with a long busyWindowMs, so nothing is written into SQLite unless a reader asks:
  * the backlog is there when the test looks, whatever the machine's speed.
  */
-import { afterAll, afterEach, describe, expect, jest, test } from "bun:test";
+import { afterEach, describe, expect, jest, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { appendFileSync, existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CaptureJournal, HEADER_BYTES } from "../src/store/capture-journal.ts";
 import { CaptureStore, type CaptureStoreOptions } from "../src/store/capture-store.ts";
 import type { NewEntry } from "../src/store/types.ts";
+import { tempDirs } from "./helpers/temp-dirs.ts";
 
 const enc = new TextEncoder();
-const dirs: string[] = [];
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "tapwire-journal-"));
-  dirs.push(d);
-  return d;
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("tapwire-journal-");
 
 const stores: CaptureStore[] = [];
 /** Nothing is written into SQLite unless a reader waits (or the store closes). */

@@ -1,26 +1,18 @@
 import { afterAll, afterEach, beforeAll, describe, expect, jest, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as zlib from "node:zlib";
 import { decodeBody, MAX_DECODED_BYTES } from "../src/store/body-decode.ts";
 import { ftsTable } from "../src/store/capture-db.ts";
 import { CaptureStore, type CaptureStoreOptions, urlPath } from "../src/store/capture-store.ts";
 import type { HeaderList, ListQuery, NewEntry } from "../src/store/types.ts";
+import { tempDirs } from "./helpers/temp-dirs.ts";
 
 const enc = new TextEncoder();
 const zstdCompressSync = (zlib as unknown as { zstdCompressSync: (b: Uint8Array) => Buffer }).zstdCompressSync;
 
-const dirs: string[] = [];
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "tapwire-capture-store-"));
-  dirs.push(d);
-  return d;
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("tapwire-capture-store-");
 
 const open: CaptureStore[] = [];
 async function mkStore(path = ":memory:", opts: CaptureStoreOptions = {}): Promise<CaptureStore> {
