@@ -2,8 +2,17 @@
 
 import type { HeaderList, HttpVersion } from "./types.ts";
 
+/** `a` equals `lowerB` (lower case) ignoring ASCII case, without allocating a lower-cased copy. */
 function same(a: string, lowerB: string): boolean {
-  return a.length === lowerB.length && (a === lowerB || a.toLowerCase() === lowerB);
+  const n = a.length;
+  if (n !== lowerB.length) return false;
+  if (a === lowerB) return true;
+  for (let i = 0; i < n; i++) {
+    const c = a.charCodeAt(i);
+    const d = lowerB.charCodeAt(i);
+    if (c !== d && !(c >= 0x41 && c <= 0x5a && c + 0x20 === d)) return false;
+  }
+  return true;
 }
 
 /** Value of the first header called `name`, or undefined. */
@@ -82,6 +91,15 @@ const HOP_BY_HOP = new Set([
   "upgrade",
 ]);
 
+/** Lengths of the HOP_BY_HOP names: other names are not lower-cased to be looked up. */
+const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length));
+
+function hopName(name: string): string | null {
+  if (!HOP_BY_HOP_LENGTHS.has(name.length)) return null;
+  const n = name.toLowerCase();
+  return HOP_BY_HOP.has(n) ? n : null;
+}
+
 /**
  * A copy of `headers` without hop-by-hop fields (RFC 9110 7.6.1): Connection and every field it
  * names, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
@@ -91,8 +109,8 @@ export function stripHopByHop(headers: HeaderList): HeaderList {
   let named: Set<string> | null = null;
   let hop = false;
   for (let i = 0; i < headers.length; i++) {
-    const n = headers[i][0].toLowerCase();
-    if (!HOP_BY_HOP.has(n)) continue;
+    const n = hopName(headers[i][0]);
+    if (n === null) continue;
     hop = true;
     if (n !== "connection") continue;
     for (const part of headers[i][1].split(",")) {

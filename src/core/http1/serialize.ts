@@ -59,7 +59,50 @@ function encodeParts(parts: string[]): Uint8Array {
   return out;
 }
 
+/**
+ * The common case in one pass: every character of the head is latin1 and valid, written straight into the output
+ * (no joined string, no encoder call). Returns null on anything else (an invalid or wide character, an empty
+ * name): the checking path below then throws the precise error or UTF-8 encodes.
+ */
+function fieldsLatin1(first: string[], headers: [string, string][]): Uint8Array | null {
+  let len = 2;
+  for (let i = 0; i < first.length; i++) len += first[i]!.length;
+  for (let i = 0; i < headers.length; i++) len += headers[i]![0].length + headers[i]![1].length + 4;
+  const out = Buffer.allocUnsafe(len);
+  let o = 0;
+  for (let k = 0; k < first.length; k++) {
+    const f = first[k]!;
+    for (let i = 0; i < f.length; i++) out[o++] = f.charCodeAt(i);
+  }
+  for (let k = 0; k < headers.length; k++) {
+    const name = headers[k]![0];
+    const value = headers[k]![1];
+    if (name.length === 0) return null;
+    for (let i = 0; i < name.length; i++) {
+      const c = name.charCodeAt(i);
+      if (c > 0xff || TOKEN[c] !== 1) return null;
+      out[o++] = c;
+    }
+    out[o++] = 0x3a;
+    out[o++] = 0x20;
+    for (let i = 0; i < value.length; i++) {
+      const c = value.charCodeAt(i);
+      if ((c < 0x20 && c !== 0x09) || c === 0x7f || c > 0xff) return null;
+      out[o++] = c;
+    }
+    out[o++] = 0x0d;
+    out[o++] = 0x0a;
+  }
+  out[o++] = 0x0d;
+  out[o++] = 0x0a;
+  return out;
+}
+
 function serializeFields(first: string[], headers: [string, string][], wide: boolean): Uint8Array {
+  if (!wide) {
+    const fast = fieldsLatin1(first, headers);
+    if (fast !== null) return fast;
+  }
   for (let i = 0; i < headers.length; i++) {
     const [name, value] = headers[i];
     checkToken(name, TOKEN, "header name");
