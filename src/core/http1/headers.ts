@@ -91,13 +91,16 @@ const HOP_BY_HOP = new Set([
   "upgrade",
 ]);
 
-/** Lengths of the HOP_BY_HOP names: other names are not lower-cased to be looked up. */
-const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length));
+/** The HOP_BY_HOP names by length: a name is compared only with those of its length, without a lower-cased copy. */
+const HOP_BY_HOP_BY_LENGTH: (string[] | undefined)[] = [];
+for (const n of HOP_BY_HOP) (HOP_BY_HOP_BY_LENGTH[n.length] ??= []).push(n);
 
+/** The hop-by-hop field `name` is (lower case), or null. */
 function hopName(name: string): string | null {
-  if (!HOP_BY_HOP_LENGTHS.has(name.length)) return null;
-  const n = name.toLowerCase();
-  return HOP_BY_HOP.has(n) ? n : null;
+  const candidates = HOP_BY_HOP_BY_LENGTH[name.length];
+  if (candidates === undefined) return null;
+  for (let i = 0; i < candidates.length; i++) if (same(name, candidates[i]!)) return candidates[i]!;
+  return null;
 }
 
 /**

@@ -226,8 +226,7 @@ export class HttpSession implements UpstreamOwner {
       return this.refuse(e);
     }
     if (!parsed) return; // need more bytes
-    const rest = this.buf.subarray(parsed.end);
-    this.buf = rest;
+    this.buf = parsed.end === this.buf.length ? EMPTY : this.buf.subarray(parsed.end);
     try {
       this.onRequestHead(parsed.head);
     } catch (e) {
@@ -533,7 +532,7 @@ export class HttpSession implements UpstreamOwner {
       }
       if (!parsed) return;
       const head = parsed.head;
-      this.resBuf = this.resBuf.subarray(parsed.end);
+      this.resBuf = parsed.end === this.resBuf.length ? EMPTY : this.resBuf.subarray(parsed.end);
       if (head.status >= 100 && head.status < 200 && head.status !== 101) {
         // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
         if (!(head.status === 100 && flow.request.body !== null)) {
