@@ -186,12 +186,15 @@ export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 export function concatAll(parts: Uint8Array[], total?: number): Uint8Array {
   if (parts.length === 1) return parts[0]!;
-  const n = total ?? parts.reduce((s, p) => s + p.length, 0);
-  const out = new Uint8Array(n);
+  let sum = 0;
+  for (let i = 0; i < parts.length; i++) sum += parts[i]!.length;
+  const n = total ?? sum;
+  // not zero-filled when every byte is written below
+  const out = n === sum ? Buffer.allocUnsafe(n) : new Uint8Array(n);
   let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
+  for (let i = 0; i < parts.length; i++) {
+    out.set(parts[i]!, o);
+    o += parts[i]!.length;
   }
   return out;
 }
