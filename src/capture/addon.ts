@@ -88,12 +88,13 @@ export class RecordAddon implements Addon {
 
 export function toEntry(flow: Flow, label: string): NewEntry {
   const res = flow.response;
+  const url = flow.url;
   const extra: Record<string, unknown> = { ...flow.extra };
-  if (flow.url !== flow.originalUrl) extra.original_url = flow.originalUrl;
+  if (url !== flow.originalUrl) extra.original_url = flow.originalUrl;
   if (res && res.reason) extra.reason = res.reason;
   return {
     method: flow.request.method,
-    url: flow.url,
+    url,
     host: flow.request.host,
     status_code: res?.status ?? 0,
     content_type: (res && getHeader(res.headers, "content-type")) ?? "",
