@@ -423,6 +423,24 @@ describe("flushing", () => {
     expect(await ids(s, {})).toEqual([b, a]);
   });
 
+  test("extras that JSON cannot hold are dropped, not the entry; a body that is no byte array drops its entry", async () => {
+    const s = await mkStore(":memory:", { maxPending: 100 });
+    const cyclic: Record<string, unknown> = { note: "loops" };
+    cyclic.self = cyclic;
+    const a = s.add(entry({ url: "https://x.example/bigint", extra: { big: 10n } as unknown as Record<string, unknown> }));
+    const b = s.add(entry({ url: "https://x.example/cycle", extra: cyclic }));
+    s.add(entry({ url: "https://x.example/bad-body", res_body: "not bytes" as unknown as Uint8Array, res_body_size: 9 }));
+    const c = s.add(entry({ url: "https://x.example/fine", extra: { kept: true }, ...withResBody('{"ok":1}') }));
+    const err = await rejection(s.flush());
+    expect(err.message).toContain("body is not a byte array");
+    expect(await ids(s, {})).toEqual([c, b, a]);
+    expect((await s.get(a))!.big).toBeUndefined();
+    expect((await s.get(b))!.self).toBeUndefined();
+    const d = (await s.get(c))!;
+    expect(d.kept).toBe(true);
+    expect(d.res_body).toBe('{"ok":1}');
+  });
+
   test("a malformed entry is dropped alone; flush() reports it", async () => {
     const s = await mkStore(":memory:", { maxPending: 100 });
     const a = s.add(entry({ url: "https://ok.example/1" }));
