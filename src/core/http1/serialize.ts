@@ -103,15 +103,11 @@ function serializeFields(first: string[], headers: [string, string][], wide: boo
     const fast = fieldsLatin1(first, headers);
     if (fast !== null) return fast;
   }
+  // the fast path refused the head: a check below throws, or some value is wider than latin1 (UTF-8 encoded)
   for (let i = 0; i < headers.length; i++) {
     const [name, value] = headers[i];
     checkToken(name, TOKEN, "header name");
-    if (checkText(value, `value of header ${name}`)) wide = true;
-  }
-  if (!wide) {
-    let s = first.join("");
-    for (let i = 0; i < headers.length; i++) s += headers[i][0] + ": " + headers[i][1] + "\r\n";
-    return latin1Encode(s + "\r\n");
+    checkText(value, `value of header ${name}`);
   }
   const parts = first.slice();
   for (const [name, value] of headers) parts.push(name + ": ", value, "\r\n");

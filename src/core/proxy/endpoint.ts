@@ -46,7 +46,7 @@ export class Endpoint {
     const parts = this.corked;
     this.corked = null;
     if (!parts || parts.length === 0) return this.queued < HIGH_WATER;
-    return this.write(parts.length === 1 ? parts[0]! : concatAll(parts));
+    return this.write(concatAll(parts));
   }
 
   write(data: Uint8Array): boolean {
@@ -184,13 +184,12 @@ export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-export function concatAll(parts: Uint8Array[], total?: number): Uint8Array {
+export function concatAll(parts: Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0]!;
-  let sum = 0;
-  for (let i = 0; i < parts.length; i++) sum += parts[i]!.length;
-  const n = total ?? sum;
-  // not zero-filled when every byte is written below
-  const out = n === sum ? Buffer.allocUnsafe(n) : new Uint8Array(n);
+  let n = 0;
+  for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
+  // every byte is written below: no zero-filling
+  const out = Buffer.allocUnsafe(n);
   let o = 0;
   for (let i = 0; i < parts.length; i++) {
     out.set(parts[i]!, o);

@@ -334,7 +334,7 @@ export class HttpSession implements UpstreamOwner {
   /** Collected (or no) body: run the request hooks with it, then answer or forward. */
   private afterRequestBody(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;
-    if (this.reqParts.length) flow.request.body = concatAll(this.reqParts, this.reqPartsSize);
+    if (this.reqParts.length) flow.request.body = concatAll(this.reqParts);
     else if (flow.bufferRequest) flow.request.body = EMPTY;
     this.reqParts = [];
     this.reqState = "hooks";
@@ -688,7 +688,7 @@ export class HttpSession implements UpstreamOwner {
 
   private responseBodyCollected(flow: Flow): void {
     const res = flow.response!;
-    res.body = concatAll(this.resParts, this.resPartsSize);
+    res.body = concatAll(this.resParts);
     this.resParts = [];
     this.resBytes = res.body.length;
     this.resState = "hooks";
