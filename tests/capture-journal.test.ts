@@ -11,6 +11,7 @@ import { appendFileSync, existsSync, readdirSync, statSync, writeFileSync } from
 import { join } from "node:path";
 import { CaptureJournal, HEADER_BYTES } from "../src/store/capture-journal.ts";
 import { CaptureStore, type CaptureStoreOptions } from "../src/store/capture-store.ts";
+import { BatchBuilder, batchBytes } from "../src/store/entry-codec.ts";
 import type { NewEntry } from "../src/store/types.ts";
 import { tempDirs } from "./helpers/temp-dirs.ts";
 
@@ -50,6 +51,27 @@ function entry(n: number): NewEntry {
   };
 }
 
+/** The encoded form of entries first..last (entry-codec.ts), as the store posts it. */
+function payload(first: number, last: number): Uint8Array {
+  const b = new BatchBuilder(new SharedArrayBuffer(64 * 1024));
+  for (let n = first; n <= last; n++) expect(b.add(n, entry(n))).toBe(true);
+  return batchBytes(b.ring, b.take()!).slice();
+}
+
+/** A record as tapwire 0.1 wrote it ("TWJ1": rows JSON, then the bodies back to back). */
+function jsonRecord(rows: unknown[], bodies: Uint8Array, count: number, first: number, last: number, ceiling: number): Buffer {
+  const json = Buffer.from(JSON.stringify(rows));
+  const head = Buffer.alloc(HEADER_BYTES);
+  head.writeUInt32LE(0x314a5754, 0);
+  head.writeUInt32LE(json.length, 4);
+  head.writeUInt32LE(bodies.length, 8);
+  head.writeUInt32LE(count, 12);
+  head.writeDoubleLE(first, 16);
+  head.writeDoubleLE(last, 24);
+  head.writeDoubleLE(ceiling, 32);
+  return Buffer.concat([head, json, bodies]);
+}
+
 function rowsOnDisk(path: string): number {
   const db = new Database(path, { readonly: true });
   try {
@@ -68,14 +90,15 @@ describe("journal segment files", () => {
   test("records read back as written; release deletes what is done; a reopen finds the rest", () => {
     const dir = join(tempDir(), "j");
     const j = CaptureJournal.open(dir);
-    const bodies = enc.encode("abcdef");
-    j.append(1, '[["row one"]]', bodies, 3, 1, 3, 100);
-    j.append(2, "[]", new Uint8Array(0), 2, 4, 5, 105);
+    j.append(1, payload(1, 3), 3, 1, 3, 100);
+    j.append(2, payload(4, 5), 2, 4, 5, 105);
     expect(j.entries).toBe(5);
     expect(j.queue.map((r) => [r.seq, r.firstId, r.lastId])).toEqual([[1, 1, 3], [2, 4, 5]]);
     const r = j.read(j.queue[0]!);
-    expect(r.rows).toBe('[["row one"]]');
-    expect(new TextDecoder().decode(r.bodies)).toBe("abcdef");
+    expect(r.rows.map((row) => [row[0], row[2], row[11]])).toEqual([1, 2, 3].map((n) => [n, `https://journal.example/item/${n}`, entry(n).req_headers]));
+    expect(new TextDecoder().decode(r.resBodies[2]!)).toBe("journal body 3");
+    expect(new TextDecoder().decode(r.reqBodies[0]!)).toBe("request 1");
+    expect(r.failed).toBe(0);
     j.close();
 
     const again = CaptureJournal.open(dir);
@@ -94,16 +117,16 @@ describe("journal segment files", () => {
   test("a record cut short by a crash is cut off at open; the records before it stay", () => {
     const dir = join(tempDir(), "j");
     const j = CaptureJournal.open(dir);
-    j.append(1, '["a"]', enc.encode("x"), 1, 1, 1, 10);
+    j.append(1, payload(1, 1), 1, 1, 1, 10);
     j.close();
     const [seg] = readdirSync(dir);
     const file = join(dir, seg!);
     const good = statSync(file).size;
     // half of a second record: its header promises more than follows
     const head = Buffer.alloc(HEADER_BYTES);
-    head.writeUInt32LE(0x314a5754, 0);
+    head.writeUInt32LE(0x324a5754, 0);
     head.writeUInt32LE(1000, 4);
-    appendFileSync(file, Buffer.concat([head, Buffer.from("[[2")]));
+    appendFileSync(file, Buffer.concat([head, payload(2, 2)]));
     const again = CaptureJournal.open(dir);
     expect(again.queue.map((r) => r.lastId)).toEqual([1]);
     expect(statSync(file).size).toBe(good);
@@ -117,8 +140,8 @@ describe("journal segment files", () => {
     const dir = join(tempDir(), "j");
     const j = CaptureJournal.open(dir);
     const big = new Uint8Array(40 * 1024 * 1024);
-    j.append(1, "[]", big, 1, 1, 1, 1);
-    j.append(2, "[]", big, 1, 2, 2, 2); // 80 MiB would not fit in one 64 MiB segment
+    j.append(1, big, 1, 1, 1, 1);
+    j.append(2, big, 1, 2, 2, 2); // 80 MiB would not fit in one 64 MiB segment
     expect(readdirSync(dir).length).toBe(2);
     j.release(1);
     expect(readdirSync(dir).length).toBe(1);
@@ -128,9 +151,39 @@ describe("journal segment files", () => {
     j.close();
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  test("records of the first format (TWJ1, rows as JSON) are still read", () => {
+    const dir = join(tempDir(), "j");
+    CaptureJournal.open(dir).close();
+    const rows = [
+      [7, "GET", "http://old.example/a", "old.example", 200, "text/plain", 4, 1_700_000_000_007, "curl", true, null, [["Host", "old.example"]], [["Content-Type", "text/plain"]], -1, 0, 5, 5, { reason: "OK" }],
+      [8, "POST", "http://old.example/b", "old.example", 0, null, 9, 1_700_000_000_008, "curl", false, "refused", [], null, 3, 3, -1, null, null],
+    ];
+    writeFileSync(join(dir, "0000000000000001.twj"), jsonRecord(rows, enc.encode("hello" + "abc"), 2, 7, 8, 50));
+    const j = CaptureJournal.open(dir);
+    expect(j.queue.map((r) => [r.format, r.firstId, r.lastId, r.count])).toEqual([[1, 7, 8, 2]]);
+    const r = j.read(j.queue[0]!);
+    expect(r.rows).toEqual(rows as never);
+    expect(r.reqBodies.map((b) => b && new TextDecoder().decode(b))).toEqual([null, "abc"]);
+    expect(r.resBodies.map((b) => b && new TextDecoder().decode(b))).toEqual(["hello", null]);
+    j.close();
+  });
 });
 
 describe("the store with a journal backlog", () => {
+  test("a journal left by tapwire 0.1 (TWJ1 records) is written into the database at open", async () => {
+    const path = join(tempDir(), "old.db");
+    CaptureJournal.open(`${path}.journal`).close();
+    const rows = [[3, "GET", "http://old.example/x?q=1", "old.example", 404, "text/html", 12, 1_700_000_000_003, "wget", true, null, [["Host", "old.example"]], [["Content-Type", "text/html"]], -1, 0, 9, 9, { reason: "Not Found" }]];
+    writeFileSync(join(`${path}.journal`, "0000000000000001.twj"), jsonRecord(rows, enc.encode("<p>no</p>"), 1, 3, 3, 100));
+    const s = await mkStore(path);
+    const d = (await s.get(3))!;
+    expect([d.url, d.status_code, d.client_addr, d.res_body, d.reason]).toEqual(["http://old.example/x?q=1", 404, "wget", "<p>no</p>", "Not Found"]);
+    const next = s.add(entry(1));
+    expect(next).toBeGreaterThan(3);
+    expect((await s.list({})).items.map((e) => e.id)).toEqual([next, 3]);
+  });
+
   test("batches wait in the journal; the next read writes them and sees every entry", async () => {
     const path = join(tempDir(), "c.db");
     const s = await mkStore(path);

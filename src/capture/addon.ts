@@ -89,9 +89,8 @@ export class RecordAddon implements Addon {
 export function toEntry(flow: Flow, label: string): NewEntry {
   const res = flow.response;
   const url = flow.url;
-  const extra: Record<string, unknown> = { ...flow.extra };
-  if (url !== flow.originalUrl) extra.original_url = flow.originalUrl;
-  if (res && res.reason) extra.reason = res.reason;
+  // the store encodes the entry at once (entry-codec.ts): the flow's own extras can be handed over as they are
+  const extra = url === flow.originalUrl ? flow.extra : { ...flow.extra, original_url: flow.originalUrl };
   return {
     method: flow.request.method,
     url,
@@ -110,5 +109,6 @@ export function toEntry(flow: Flow, label: string): NewEntry {
     res_body_size: res?.body ? res.body.length : flow.resBody.size,
     error: flow.error ?? undefined,
     extra,
+    reason: res && res.reason ? res.reason : undefined,
   };
 }

@@ -23,6 +23,7 @@ import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
 import { decodeBodyBytes } from "./body-decode.ts";
 import type { WireRow, WriterStatus } from "./capture-protocol.ts";
+import type { DecodedBatch } from "./entry-codec.ts";
 import type { HeaderList } from "./types.ts";
 
 /** 2: the search index may lag behind the entries (meta.fts_indexed_upto). */
@@ -113,12 +114,10 @@ function num(v: unknown, name: string): number {
 }
 
 /** The column values of one entry: bodies decoded here, in the writer, never on the proxy's thread. */
-function prepareRow(r: WireRow, bodies: Uint8Array, off: number): Row {
-  const [id, method, url, host, status, ct, duration, ts, client, hasResponse, error, reqH, resH, reqLen, reqSize, resLen, resSize, extraObj] = r;
+function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | null): Row {
+  const [id, method, url, host, status, ct, duration, ts, client, hasResponse, error, reqH, resH, , reqSize, , resSize, extraObj] = r;
   const reqHeaders: HeaderList = reqH ?? [];
   const resHeaders: HeaderList = resH ?? [];
-  const reqRaw = reqLen >= 0 ? bodies.subarray(off, off + reqLen) : null;
-  const resRaw = resLen >= 0 ? bodies.subarray(off + Math.max(0, reqLen), off + Math.max(0, reqLen) + resLen) : null;
   const reqBodySize = reqSize ?? 0;
   const resBodySize = resSize ?? 0;
   const reqTrunc = reqRaw !== null && reqRaw.length < reqBodySize;
@@ -403,20 +402,19 @@ export class CaptureWriter {
    * written: entries are never retried, so a bad one cannot block the queue. journalUpto: the batch is a journal
    * record whose ids go up to this one; committed with the rows.
    */
-  writeBatch(rows: WireRow[], bodies: Uint8Array, ceiling: number, journalUpto = 0): BatchResult {
+  writeBatch(batch: DecodedBatch, ceiling: number, journalUpto = 0): BatchResult {
     const t0 = performance.now();
     let error: string | null = null;
     let failed = 0;
     const prepared: Row[] = [];
-    let off = 0;
-    for (const r of rows) {
+    const rows = batch.rows;
+    for (let i = 0; i < rows.length; i++) {
       try {
-        prepared.push(prepareRow(r, bodies, off));
+        prepared.push(prepareRow(rows[i]!, batch.reqBodies[i] ?? null, batch.resBodies[i] ?? null));
       } catch (err) {
         failed++;
         error ??= err instanceof Error ? err.message : String(err);
       }
-      off += Math.max(0, r[13]) + Math.max(0, r[15]);
     }
     for (const r of rows) if (typeof r[0] === "number" && r[0] > this.maxId) this.maxId = r[0];
     let written = 0;

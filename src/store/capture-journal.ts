@@ -8,19 +8,22 @@
  * - Files: `<db>.journal/<16-digit number>.twj`, segments of about SEGMENT_BYTES; a record never spans two.
  *   A segment is deleted as soon as every record in it is materialised (or skipped), so the journal holds only
  *   the backlog.
- * - Record: a 40-byte header (magic "TWJ1", rows length, bodies length, entry count, first id, last id, id
- *   ceiling; little-endian) followed by the batch exactly as posted: the rows JSON (UTF-8) and the bodies buffer
- *   (capture-protocol.ts).
+ * - Record: a 40-byte header (magic, payload length, second length, entry count, first id, last id, id ceiling;
+ *   little-endian) followed by the batch exactly as posted. Magic "TWJ2": the entries in the binary form of
+ *   entry-codec.ts (second length 0). Magic "TWJ1", written by tapwire 0.1 before that form existed and still read:
+ *   the rows as JSON (UTF-8), then every body back to back (the second length).
  * - Durability: a record is acknowledged after write() returned, so it survives kill -9 (the kernel has it);
  *   a record cut short by a crash was never acknowledged and is cut off at the next open. Which records are
  *   already in SQLite is told by the database itself (meta.journal_upto, written in the same transaction as the
  *   rows): the journal is only ever read forward from there.
  */
-import { closeSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeSync, writevSync } from "node:fs";
 import { join } from "node:path";
+import { type DecodedBatch, decodeBatch, decodeJsonBatch } from "./entry-codec.ts";
 
 export const HEADER_BYTES = 40;
-const MAGIC = 0x314a5754; // "TWJ1" read as a little-endian u32
+const MAGIC_JSON = 0x314a5754; // "TWJ1" read as a little-endian u32
+const MAGIC = 0x324a5754; // "TWJ2"
 /** A new segment is started once the current one holds this much. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^(\d{16})\.twj$/;
@@ -30,6 +33,8 @@ export interface JournalRecord {
   seq: number;
   segment: number;
   pos: number;
+  /** 2: binary entries (entry-codec.ts); 1: rows JSON then bodies. */
+  format: 1 | 2;
   rowsLen: number;
   bodiesLen: number;
   count: number;
@@ -90,11 +95,13 @@ export class CaptureJournal {
         let pos = 0;
         while (pos + HEADER_BYTES <= size) {
           if (readSync(fd, header, 0, HEADER_BYTES, pos) !== HEADER_BYTES) break;
-          if (header.readUInt32LE(0) !== MAGIC) break;
+          const magic = header.readUInt32LE(0);
+          if (magic !== MAGIC && magic !== MAGIC_JSON) break;
           const rec: JournalRecord = {
             seq: 0,
             segment: n,
             pos,
+            format: magic === MAGIC ? 2 : 1,
             rowsLen: header.readUInt32LE(4),
             bodiesLen: header.readUInt32LE(8),
             count: header.readUInt32LE(12),
@@ -131,26 +138,27 @@ export class CaptureJournal {
     for (const seg of [...this.segments.values()]) if (seg.live === 0 && seg !== this.current) this.removeSegment(seg);
   }
 
-  /** Appends one batch and queues it. Throws if the disk refuses it (nothing is queued then). */
-  append(seq: number, rows: string, bodies: Uint8Array, count: number, firstId: number, lastId: number, ceiling: number): JournalRecord {
-    const rowsLen = Buffer.byteLength(rows);
-    const total = HEADER_BYTES + rowsLen + bodies.byteLength;
+  /** Appends one batch (entries encoded by entry-codec.ts) and queues it. Throws if the disk refuses it (nothing is queued then). */
+  append(seq: number, payload: Uint8Array, count: number, firstId: number, lastId: number, ceiling: number): JournalRecord {
+    const total = HEADER_BYTES + payload.byteLength;
     let seg = this.current;
     if (seg === null || (seg.size > 0 && seg.size + total > SEGMENT_BYTES)) seg = this.startSegment();
-    const buf = Buffer.allocUnsafe(total);
-    buf.writeUInt32LE(MAGIC, 0);
-    buf.writeUInt32LE(rowsLen, 4);
-    buf.writeUInt32LE(bodies.byteLength, 8);
-    buf.writeUInt32LE(count, 12);
-    buf.writeDoubleLE(firstId, 16);
-    buf.writeDoubleLE(lastId, 24);
-    buf.writeDoubleLE(ceiling, 32);
-    buf.write(rows, HEADER_BYTES, "utf8");
-    buf.set(bodies, HEADER_BYTES + rowsLen);
+    const header = Buffer.allocUnsafe(HEADER_BYTES);
+    header.writeUInt32LE(MAGIC, 0);
+    header.writeUInt32LE(payload.byteLength, 4);
+    header.writeUInt32LE(0, 8);
+    header.writeUInt32LE(count, 12);
+    header.writeDoubleLE(firstId, 16);
+    header.writeDoubleLE(lastId, 24);
+    header.writeDoubleLE(ceiling, 32);
     const pos = seg.size;
     try {
-      let off = 0;
-      while (off < total) off += writeSync(this.fd!, buf, off, total - off, pos + off);
+      // one writev; a short one (rare on a regular file) is finished piece by piece
+      let done = writevSync(this.fd!, [header, payload], pos);
+      while (done < total) {
+        const [piece, at] = done < HEADER_BYTES ? [header, done] : [payload, done - HEADER_BYTES];
+        done += writeSync(this.fd!, piece, at, piece.byteLength - at, pos + done);
+      }
     } catch (e) {
       // a partial record must not stay in front of the next one
       try {
@@ -162,7 +170,7 @@ export class CaptureJournal {
     }
     seg.size += total;
     seg.live++;
-    const rec: JournalRecord = { seq, segment: seg.n, pos, rowsLen, bodiesLen: bodies.byteLength, count, firstId, lastId, ceiling };
+    const rec: JournalRecord = { seq, segment: seg.n, pos, format: 2, rowsLen: payload.byteLength, bodiesLen: 0, count, firstId, lastId, ceiling };
     this.queue.push(rec);
     this.entries += count;
     this.bytes += total;
@@ -171,8 +179,8 @@ export class CaptureJournal {
     return rec;
   }
 
-  /** Reads a queued record back: the rows JSON and the bodies buffer, as they were posted. */
-  read(rec: JournalRecord): { rows: string; bodies: Uint8Array } {
+  /** Reads a queued record back into its entries (and the errors of entries that could not be read). */
+  read(rec: JournalRecord): DecodedBatch {
     const seg = this.segments.get(rec.segment);
     if (!seg) throw new Error(`capture journal: segment ${rec.segment} is gone`);
     const len = rec.rowsLen + rec.bodiesLen;
@@ -188,7 +196,8 @@ export class CaptureJournal {
     } finally {
       if (fd !== this.fd) closeSync(fd);
     }
-    return { rows: buf.toString("utf8", 0, rec.rowsLen), bodies: new Uint8Array(buf.buffer, buf.byteOffset + rec.rowsLen, rec.bodiesLen) };
+    if (rec.format === 2) return decodeBatch(buf);
+    return decodeJsonBatch(buf.toString("utf8", 0, rec.rowsLen), new Uint8Array(buf.buffer, buf.byteOffset + rec.rowsLen, rec.bodiesLen));
   }
 
   /** Drops every queued record (clear): their entries are never materialised. */

@@ -1,11 +1,11 @@
 /**
  * The capture store: every finished (or failed) flow the proxy sees, in SQLite. Main-thread side.
  *
- * - add() is the proxy hot path: it assigns the id and queues the entry, nothing else. Queued entries go to the
- *   writer Worker (capture-writer.ts) in batches, every flushIntervalMs or at once when maxPending are queued
- *   (one JSON string + one transferred buffer of bodies per batch, see capture-protocol.ts). Every write (body
- *   decoding, inserts, eviction, delete, clear, search indexing) happens in the worker, in the order posted;
- *   schema and write rules are in capture-db.ts.
+ * - add() is the proxy hot path: it assigns the id and encodes the entry into the batch ring shared with the
+ *   writer Worker (entry-codec.ts), nothing else. Batches go to the writer (capture-writer.ts) every
+ *   flushIntervalMs, or at once when maxPending are queued, as a small message naming their run of the ring.
+ *   Every write (body decoding, inserts, eviction, delete, clear, search indexing) happens in the worker, in the
+ *   order posted; schema and write rules are in capture-db.ts.
  * - Reads (list, get) run here, on a read-only connection of their own (WAL: they never wait for the writer),
  *   after the worker has acknowledged every entry added before the call: a client that got its response finds
  *   its entry in the next API call.
@@ -22,7 +22,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
-import { encodeBatch, type Queued, type WriterReply, type WriterRequest, type WriterStatus } from "./capture-protocol.ts";
+import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
+import { BatchBuilder } from "./entry-codec.ts";
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
 export { urlPath } from "./capture-db.ts";
@@ -95,6 +96,8 @@ interface BatchInFlight {
   foreground: boolean;
   /** In the writer's journal: durable, no longer counted against the unacknowledged bounds. */
   journaled: boolean;
+  /** Its entries are a run of the ring (entry-codec.ts), held until the writer answers the batch. */
+  inRing: boolean;
   /** Entries that could not even be encoded (dropped on this side). */
   encodeError: string | null;
   /** Set when acknowledged (or lost): the first error, if any. */
@@ -142,10 +145,6 @@ function parseHeaders(json: string | null): HeaderList {
   }
 }
 
-function bodyBytes(b: Uint8Array | null | undefined): number {
-  return b && typeof b.byteLength === "number" ? b.byteLength : 0;
-}
-
 /** Where the writer's code is: next to this file from source; an extra entrypoint of the compiled binary (build.ts). */
 const WRITER_URL = new URL("./capture-writer.ts", import.meta.url);
 
@@ -179,8 +178,8 @@ export class CaptureStore {
   private inflightEntries = 0;
   private inflightBytes = 0;
 
-  private pending: Queued[] = [];
-  private pendingBytes = 0;
+  /** Entries added since the last post, already encoded (entry-codec.ts). */
+  private readonly pending = new BatchBuilder();
   private timer: ReturnType<typeof setTimeout> | null = null;
   private nextId = 1;
   /** Highest id that was queued for writing (ids of dropped entries are not). */
@@ -206,6 +205,8 @@ export class CaptureStore {
     this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
     this.indexing = opts.indexing ?? true;
     this.busyWindowMs = Math.max(0, opts.busyWindowMs ?? 100);
+    // the ring has no room left mid-batch: post what is there, the entry starts the next batch
+    this.pending.onFull = () => this.post(false);
     if (dbPath === ":memory:" || dbPath === "") {
       this.tempDir = mkdtempSync(join(tmpdir(), "tapwire-capture-"));
       this.path = join(this.tempDir, "capture.db");
@@ -284,6 +285,7 @@ export class CaptureStore {
         idReserve: ID_RESERVE,
         indexing: this.indexing,
         busyWindowMs: this.busyWindowMs,
+        ring: this.pending.ring,
       } satisfies WriterRequest);
     });
   }
@@ -347,6 +349,8 @@ export class CaptureStore {
       }
     }
     this.inflight.clear();
+    // the writer is gone: nobody reads the ring runs it held any more
+    this.pending.releaseAll();
     this.wakeAckWaiters();
     return ops;
   }
@@ -360,8 +364,7 @@ export class CaptureStore {
     this.worker = null;
     w?.terminate();
     for (const op of this.settleInFlight(err)) op.reject(err);
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.pending.discard();
     this.cancelTimer();
     this.acked = Math.max(this.acked, this.lastQueued);
     this.wakeAckWaiters();
@@ -386,6 +389,13 @@ export class CaptureStore {
     }
   }
 
+  /** The writer answered the batch (journaled, or written): it is done reading its ring run. */
+  private releaseRing(rec: BatchInFlight): void {
+    if (!rec.inRing) return;
+    rec.inRing = false;
+    this.pending.release();
+  }
+
   /** A batch no longer held here (journaled, answered or lost): it stops counting against the bounds. */
   private release(rec: BatchInFlight): void {
     if (rec.journaled) return;
@@ -403,6 +413,7 @@ export class CaptureStore {
     }
     const rec = this.inflight.get(m.seq);
     if (!rec) return;
+    if (rec.kind === "batch") this.releaseRing(rec);
     if (m.t === "journaled") {
       if (rec.kind === "batch") {
         this.stored = m.stored;
@@ -437,7 +448,7 @@ export class CaptureStore {
   }
 
   private checkCaughtUp(): void {
-    if (this.overloaded && this.inflightEntries + this.pending.length < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pendingBytes < MAX_UNACKED_BYTES / 2) {
+    if (this.overloaded && this.inflightEntries + this.pending.count < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pending.bytes < MAX_UNACKED_BYTES / 2) {
       this.overloaded = false;
       console.error(`capture store: the writer caught up; ${this.dropped} entries were dropped meanwhile`);
       this.dropped = 0;
@@ -490,20 +501,19 @@ export class CaptureStore {
   /** Posts the queued entries to the writer as one batch. */
   private post(foreground: boolean): BatchInFlight | null {
     this.cancelTimer();
-    if (this.pending.length === 0 || !this.worker) return null;
-    const items = this.pending;
-    this.pending = [];
-    this.pendingBytes = 0;
-    const enc = encodeBatch(items);
+    if (!this.worker) return null;
+    const batch = this.pending.take();
+    if (batch === null) return null;
     const seq = this.nextSeq();
     const rec: BatchInFlight = {
       kind: "batch",
-      upto: items[items.length - 1]!.id,
-      count: items.length,
-      bytes: enc.bodies.byteLength,
+      upto: this.lastQueued,
+      count: batch.count,
+      bytes: batch.length,
       foreground,
       journaled: false,
-      encodeError: enc.error,
+      inRing: batch.data === undefined,
+      encodeError: batch.error,
       error: null,
     };
     this.inflight.set(seq, rec);
@@ -512,14 +522,16 @@ export class CaptureStore {
     const msg: WriterRequest = {
       t: "batch",
       seq,
-      rows: enc.rows,
-      bodies: enc.bodies,
-      first: enc.first,
-      count: enc.count,
+      data: batch.data,
+      start: batch.start,
+      length: batch.length,
+      first: batch.first,
+      count: batch.count,
       upto: rec.upto,
       ceiling: this.nextId - 1 + ID_RESERVE,
     };
-    this.worker.postMessage(msg, [enc.bodies]);
+    if (batch.data) this.worker.postMessage(msg, [batch.data]);
+    else this.worker.postMessage(msg);
     this.updateRef();
     return rec;
   }
@@ -556,10 +568,10 @@ export class CaptureStore {
     this.assertOpen();
     const id = this.nextId++;
     if (this.dead) return id;
-    const bytes = bodyBytes(e.req_body) + bodyBytes(e.res_body);
+    const queued = this.pending.count;
     if (
-      this.inflightEntries + this.pending.length >= MAX_UNACKED_ENTRIES ||
-      (this.inflightBytes + this.pendingBytes + bytes > MAX_UNACKED_BYTES && this.inflightEntries + this.pending.length > 0)
+      this.inflightEntries + queued >= MAX_UNACKED_ENTRIES ||
+      (this.inflightBytes + this.pending.bytes > MAX_UNACKED_BYTES && this.inflightEntries + queued > 0)
     ) {
       this.dropped++;
       if (!this.overloaded) {
@@ -569,10 +581,11 @@ export class CaptureStore {
       }
       return id;
     }
-    this.pending.push({ id, e });
-    this.pendingBytes += bytes;
+    // encoded now, while the flow's data is fresh in the caches; an entry that cannot be encoded is reported with
+    // its batch (flush() rejects with it), the others go on
+    this.pending.add(id, e);
     this.lastQueued = id;
-    if (this.pending.length >= this.maxPending) {
+    if (this.pending.count >= this.maxPending) {
       this.post(false);
     } else if (this.timer === null) {
       this.timer = setTimeout(() => {
@@ -619,8 +632,7 @@ export class CaptureStore {
     this.assertOpen();
     this.cancelTimer();
     const dropped = this.lastQueued;
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.pending.discard();
     await this.request({ t: "clear", seq: this.nextSeq(), ceiling: this.nextId - 1 + ID_RESERVE });
     // the queued entries that were dropped are settled too
     if (dropped > this.acked) this.acked = dropped;
@@ -630,7 +642,7 @@ export class CaptureStore {
   /** Number of entries: stored ones (as of the writer's last answer) plus queued and in-flight ones. */
   count(): number {
     this.assertOpen();
-    return this.stored + this.pending.length + this.inflightEntries;
+    return this.stored + this.pending.count + this.inflightEntries;
   }
 
   /** What the writer reports: search index progress and write / index timings. */

@@ -22,7 +22,8 @@
  */
 import { CaptureWriter } from "./capture-db.ts";
 import { CaptureJournal, type JournalRecord } from "./capture-journal.ts";
-import type { WireRow, WriterReply, WriterRequest } from "./capture-protocol.ts";
+import type { WriterReply, WriterRequest } from "./capture-protocol.ts";
+import { batchBytes, type DecodedBatch, decodeBatch } from "./entry-codec.ts";
 
 declare const self: Worker;
 
@@ -53,6 +54,9 @@ let lastSeenId = 0;
 /** "indexed" requests, answered once the journal is written and the index has caught up. */
 let indexedWaiters: number[] = [];
 let lastReadable = -1;
+
+/** The main thread's batch ring (entry-codec.ts): read only between a batch's arrival and its answer. */
+let ring: SharedArrayBuffer | null = null;
 
 function send(m: WriterReply): void {
   self.postMessage(m);
@@ -110,20 +114,17 @@ function materialize(rec: JournalRecord, skip: boolean): void {
   if (skip) {
     w.markJournalUpto(rec.lastId);
   } else {
-    let rows: WireRow[] | null = null;
-    let bodies: Uint8Array = new Uint8Array(0);
+    let batch: DecodedBatch | null = null;
     try {
-      const r = j.read(rec);
-      rows = JSON.parse(r.rows) as WireRow[];
-      bodies = r.bodies;
+      batch = j.read(rec);
     } catch (e) {
       error = `unreadable journal record: ${errorText(e)}`;
       failed = rec.count;
     }
-    if (rows) {
-      const r = w.writeBatch(rows, bodies, rec.ceiling, rec.lastId);
-      error = r.error;
-      failed = r.failed;
+    if (batch) {
+      const r = w.writeBatch(batch, rec.ceiling, rec.lastId);
+      error = batch.error ?? r.error;
+      failed = batch.failed + r.failed;
     } else {
       w.markJournalUpto(rec.lastId);
     }
@@ -225,6 +226,7 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
     j.release(w.journalUpto);
     writer = w;
     journal = j;
+    ring = m.ring;
     maxEntries = Math.max(1, m.maxEntries);
     indexing = m.indexing;
     busyWindowMs = Math.max(0, m.busyWindowMs);
@@ -241,10 +243,10 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
 
 function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
   lastBatchAt = performance.now();
-  const bodies = new Uint8Array(m.bodies);
+  const data = batchBytes(ring, m);
   if (m.count > 0) {
     try {
-      journal!.append(m.seq, m.rows, bodies, m.count, m.first, m.upto, m.ceiling);
+      journal!.append(m.seq, data, m.count, m.first, m.upto, m.ceiling);
       lastSeenId = Math.max(lastSeenId, m.upto);
       send({ t: "journaled", seq: m.seq, stored: storedCount() });
       return;
@@ -256,16 +258,10 @@ function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
   // written directly (or nothing to write: every entry failed to encode), behind everything journaled before it:
   // its answer tells the main thread that every id up to its last is readable
   materializeAll();
-  let rows: WireRow[];
-  try {
-    rows = JSON.parse(m.rows) as WireRow[];
-  } catch (e) {
-    reply(m.seq, `unreadable batch: ${errorText(e)}`, undefined, -1);
-    return;
-  }
-  const r = writer!.writeBatch(rows, bodies, m.ceiling);
+  const decoded = decodeBatch(data);
+  const r = writer!.writeBatch(decoded, m.ceiling);
   lastSeenId = Math.max(lastSeenId, m.upto);
-  reply(m.seq, r.error, undefined, r.failed);
+  reply(m.seq, decoded.error ?? r.error, undefined, decoded.failed + r.failed);
 }
 
 function handle(m: WriterRequest): void {

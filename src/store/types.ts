@@ -33,6 +33,8 @@ export interface NewEntry {
   error?: string;
   /** Extra fields shown in the detail form (e.g. map_local_rule, intercepted, ...). JSON-serialisable. */
   extra?: Record<string, unknown>;
+  /** Response reason phrase; stored as the extra field `reason` (after `extra`'s own fields). */
+  reason?: string;
 }
 
 /** Summary form (spec 2.3) plus a few extra fields. */
