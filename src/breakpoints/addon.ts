@@ -71,5 +71,5 @@ export class BreakpointsAddon implements Addon {
 
 function urlsOf(flow: Flow): string[] {
   const now = flow.url;
-  return now === flow.originalUrl ? [now] : [flow.originalUrl, now];
+  return flow.urlUnchanged ? [now] : [flow.originalUrl, now];
 }

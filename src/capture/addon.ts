@@ -90,7 +90,7 @@ export function toEntry(flow: Flow, label: string): NewEntry {
   const res = flow.response;
   const url = flow.url;
   // the store encodes the entry at once (entry-codec.ts): the flow's own extras can be handed over as they are
-  const extra = url === flow.originalUrl ? flow.extra : { ...flow.extra, original_url: flow.originalUrl };
+  const extra = flow.urlUnchanged ? flow.extra : { ...flow.extra, original_url: flow.originalUrl };
   return {
     method: flow.request.method,
     url,

@@ -90,8 +90,6 @@ export class Flow {
   readonly id = String(nextFlowId++);
   readonly startedAt = Date.now();
   readonly t0 = performance.now();
-  /** The URL as the client asked for it, before any rewrite. */
-  readonly originalUrl: string;
   response: FlowResponse | null = null;
   /** Set when the flow failed (upstream unreachable, aborted, client gone...). */
   error: string | null = null;
@@ -119,8 +117,12 @@ export class Flow {
   /** Called by the core if the client goes away while an addon holds the flow (intercepts). */
   onClientGone: (() => void) | null = null;
 
+  /** What the URL was made of when the client asked: the original URL is built only if someone wants it. */
+  private readonly orig: { scheme: Scheme; host: string; port: number; path: string };
+  private origUrl: string | null = null;
+
   constructor(readonly client: ClientInfo, public request: FlowRequest, bodyLimit: number) {
-    this.originalUrl = this.url;
+    this.orig = { scheme: request.scheme, host: request.host, port: request.port, path: request.path };
     this.reqBody = new BodyCapture(bodyLimit);
     this.resBody = new BodyCapture(bodyLimit);
   }
@@ -129,5 +131,21 @@ export class Flow {
   get url(): string {
     const r = this.request;
     return `${r.scheme}://${hostPort(r.scheme, r.host, r.port)}${r.path}`;
+  }
+
+  /** The URL as the client asked for it, before any rewrite. */
+  get originalUrl(): string {
+    if (this.origUrl === null) {
+      const o = this.orig;
+      this.origUrl = `${o.scheme}://${hostPort(o.scheme, o.host, o.port)}${o.path}`;
+    }
+    return this.origUrl;
+  }
+
+  /** Whether the URL is still the one the client asked for (compared part by part: no URL string is built). */
+  get urlUnchanged(): boolean {
+    const r = this.request;
+    const o = this.orig;
+    return r.scheme === o.scheme && r.port === o.port && r.host === o.host && r.path === o.path;
   }
 }
