@@ -605,7 +605,8 @@ async function pairedRounds(httpUrl: string, caFile: string): Promise<void> {
     p = await startPeer(peer.name, caFile);
     const urls = { direct: null, tapwire: `http://127.0.0.1:${tw.target.port}`, peer: `http://127.0.0.1:${p.port}` };
     const twPgid = tw.target.child.proc.pid;
-    for (const u of [urls.tapwire, urls.peer]) if (WARMUP > 0) await hey(httpUrl, u, WARMUP);
+    // a full-length warm-up for each proxy: a peer whose JIT is still warming in the first round would flatter tapwire
+    for (const u of [urls.tapwire, urls.peer]) await hey(httpUrl, u, Math.max(WARMUP, DURATION));
     await waitIdle(twPgid);
     const kinds = ["direct", "tapwire", "peer"] as const;
     for (let r = 0; r < PAIRS; r++) {
@@ -677,7 +678,7 @@ async function main(): Promise<number> {
   const perRow = WARMUP + REPEAT * (DURATION + 10) + 60;
   const nRows = 4 + (EXTRA ? 2 : 0) + (SKIP_PEERS ? 0 : 6) + (WITH_WRK ? (SKIP_PEERS ? 2 : 5) : 0);
   // paired rounds: three runs and at most 60 s of waiting for tapwire to go idle per round, and two starts
-  const pairsSec = SKIP_PEERS ? 0 : PAIRS * (3 * (DURATION + 10) + 60) + 2 * WARMUP + 120;
+  const pairsSec = SKIP_PEERS ? 0 : PAIRS * (3 * (DURATION + 10) + 60) + 2 * Math.max(WARMUP, DURATION) + 180;
   const budgetSec = nRows * perRow + (SKIP_PEERS ? 60 : 360) + WAIT_QUIET + CATCH_UP_TIMEOUT_MS / 1000 + pairsSec;
   const watchdog = setTimeout(() => {
     console.error(`proxy-bench: watchdog: the run took longer than ${budgetSec} s; stopping everything`);
