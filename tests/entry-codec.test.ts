@@ -73,6 +73,16 @@ describe("entry codec", () => {
     expect(row[11]).toEqual([["X-L", latin1], ["X-W", wide], ["X-S", lone]]);
   });
 
+  test("long strings (written UTF-8 by native code) come back too; a lone surrogate in one becomes U+FFFD", () => {
+    const cookie = "session=" + "caf\u00e9-".repeat(600);
+    const wideLong = "\u65e5\u672c".repeat(40) + "\u{1f600}";
+    const loneLong = "x".repeat(60) + "\ud800" + "y";
+    const { decoded } = roundTrip([entry({ url: `http://long.example/${"p".repeat(3000)}`, req_headers: [["Cookie", cookie], ["X-W", wideLong], ["X-S", loneLong]] })]);
+    const row = decoded!.rows[0]!;
+    expect(row[2]).toBe(`http://long.example/${"p".repeat(3000)}`);
+    expect(row[11]).toEqual([["Cookie", cookie], ["X-W", wideLong], ["X-S", "x".repeat(60) + "\ufffd" + "y"]]);
+  });
+
   test("bodies come back byte for byte, one larger than the ring gets a buffer of its own; any typed array is accepted", () => {
     const big = new Uint8Array(300_000);
     for (let i = 0; i < big.length; i++) big[i] = (i * 7) & 0xff;

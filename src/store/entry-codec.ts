@@ -16,9 +16,9 @@
  *   headers req_headers, res_headers
  *   bytes req_body, res_body
  *
- * - str: u32 h, then h >> 1 bytes; h = 0xFFFFFFFF is null. Low bit 0: latin1, one byte per character (every
- *   header off the wire); 1: UTF-16LE, for a string with a character above U+00FF. Either way every JS string
- *   comes back exactly, lone surrogates included.
+ * - str: u32 h, then h >> 2 bytes; h = 0xFFFFFFFF is null. Low two bits: 0 latin1, one byte per character (a
+ *   short string off the wire); 1 UTF-16LE (a short string with a character above U+00FF); 2 UTF-8 (a string of
+ *   more than 48 characters). Strings come back exactly, but for a lone surrogate in a long one (see str()).
  * - headers: u32 count (0xFFFFFFFF: null), then name and value as str, count times.
  * - bytes: u32 n then n bytes; 0xFFFFFFFF is null.
  */
@@ -29,6 +29,12 @@ const NULL = 0xffffffff;
 const FIXED = 4 + 6 * 8 + 2;
 
 const F_HAS_RESPONSE = 1;
+/** How a string's bytes are to be read (the low two bits of its length word). */
+const S_LATIN1 = 0;
+const S_UTF16 = 1;
+const S_UTF8 = 2;
+/** Strings longer than this are written by native code (UTF-8), shorter ones by a JS loop (see str()). */
+const LONG = 48;
 /** The shared ring batches are written into: some 30 batches of 200 entries of 1 KiB. */
 export const RING_BYTES = 8 * 1024 * 1024;
 
@@ -122,9 +128,10 @@ export class BatchBuilder {
   private dv: DataView<ArrayBufferLike>;
   /** Writing into a buffer of the batch's own (the ring had no room). */
   private own = false;
-  /** Where the current batch starts, and where the next byte goes. */
+  /** Where the current batch starts, where the next byte goes, and how far it may write (see refreshEnd). */
   private start = 0;
   private off = 0;
+  private end: number;
   count = 0;
   first = 0;
   last = 0;
@@ -138,6 +145,7 @@ export class BatchBuilder {
     this.ringDv = new DataView(ring);
     this.buf = this.ringBuf;
     this.dv = this.ringDv;
+    this.end = ring.byteLength;
   }
 
   /** Bytes encoded in the current batch. */
@@ -201,18 +209,21 @@ export class BatchBuilder {
     this.last = 0;
     this.failed = 0;
     this.error = null;
+    this.refreshEnd();
   }
 
   /** The reader is done with the oldest ring batch handed over (batches with data of their own do not count). */
   release(): void {
     this.inUse.shift();
     this.rewind();
+    this.refreshEnd();
   }
 
   /** The reader is gone: every ring batch handed over is free again. */
   releaseAll(): void {
     this.inUse.length = 0;
     this.rewind();
+    this.refreshEnd();
   }
 
   /** Ring batches handed over and not released. */
@@ -250,6 +261,7 @@ export class BatchBuilder {
     const oldest = this.inUse.length > 0 ? this.inUse[0]![0] : -1;
     if (this.start > 0 && (oldest === -1 || (oldest > 0 && oldest < this.start))) {
       this.off = this.start = 0;
+      this.refreshEnd();
       return;
     }
     this.goOwn();
@@ -271,6 +283,7 @@ export class BatchBuilder {
     this.dv = new DataView(next.buffer, next.byteOffset, next.byteLength);
     this.off = used;
     this.start = 0;
+    this.refreshEnd();
   }
 
   /** A buffer of its own (transferable) for a batch, not zero-filled: every byte up to `off` is written first. */
@@ -279,13 +292,25 @@ export class BatchBuilder {
     return b.byteOffset === 0 && b.buffer.byteLength === n ? b : Buffer.from(new ArrayBuffer(n));
   }
 
+  /**
+   * How far the current batch may write. Kept in a field (reserve() runs for every field of every entry) and
+   * refreshed wherever the room can change: it only ever shrinks at a wrap round or a change of buffer, and
+   * reserve() refreshes it before it refuses.
+   */
+  private refreshEnd(): void {
+    this.end = this.own ? this.buf.byteLength : this.limit();
+  }
+
   private reserve(n: number): void {
-    if (this.off + n <= (this.own ? this.buf.byteLength : this.limit())) return;
+    if (this.off + n <= this.end) return;
+    this.refreshEnd();
+    if (this.off + n <= this.end) return;
     if (!this.own) throw NO_ROOM;
     const next = this.alloc(Math.max(this.buf.byteLength * 2, this.off + n));
     next.set(this.buf.subarray(0, this.off), 0);
     this.buf = next;
     this.dv = new DataView(next.buffer, next.byteOffset, next.byteLength);
+    this.end = next.byteLength;
   }
 
   private encode(id: number, e: NewEntry): void {
@@ -361,16 +386,25 @@ export class BatchBuilder {
   }
 
   /**
-   * u32 (byte length << 1 | wide) then the characters: one byte each when every one is <= U+00FF (the common
-   * case, written in the same pass that checks it), else the whole string again as UTF-16LE.
+   * u32 (byte length << 2 | form) then the bytes. Up to LONG characters, a JS loop writes one byte each when every
+   * one is <= U+00FF (the common case, checked in the same pass), else the string again as UTF-16LE: exact. A
+   * longer string (a cookie, a long URL) is written UTF-8 by native code, some ten times faster than the loop; a
+   * lone surrogate in it becomes U+FFFD, as it does when the serialiser puts it on the wire.
    */
   private str(s: string | null): void {
     if (s === null) return this.u32(NULL);
     const n = s.length;
-    if (n > 0x3fffffff) throw new RangeError("entry string too long");
+    if (n > 0x0fffffff) throw new RangeError("entry string too long");
+    const at = this.off + 4;
+    if (n > LONG) {
+      this.reserve(4 + 3 * n);
+      const len = this.buf.write(s, at, 3 * n, "utf8");
+      this.dv.setUint32(this.off, (len << 2) | S_UTF8, true);
+      this.off = at + len;
+      return;
+    }
     this.reserve(4 + 2 * n);
     const buf = this.buf;
-    const at = this.off + 4;
     let i = 0;
     for (; i < n; i++) {
       const c = s.charCodeAt(i);
@@ -378,12 +412,12 @@ export class BatchBuilder {
       buf[at + i] = c;
     }
     if (i === n) {
-      this.dv.setUint32(this.off, n << 1, true);
+      this.dv.setUint32(this.off, (n << 2) | S_LATIN1, true);
       this.off = at + n;
       return;
     }
     const len = buf.write(s, at, 2 * n, "utf16le");
-    this.dv.setUint32(this.off, (len << 1) | 1, true);
+    this.dv.setUint32(this.off, (len << 2) | S_UTF16, true);
     this.off = at + len;
   }
 }
@@ -407,9 +441,10 @@ class Reader {
   str(): string | null {
     const h = this.u32();
     if (h === NULL) return null;
-    const n = h >>> 1;
+    const n = h >>> 2;
     this.need(n);
-    const s = h & 1 ? this.buf.toString("utf16le", this.off, this.off + n) : this.buf.toString("latin1", this.off, this.off + n);
+    const form = h & 3;
+    const s = this.buf.toString(form === S_LATIN1 ? "latin1" : form === S_UTF16 ? "utf16le" : "utf8", this.off, this.off + n);
     this.off += n;
     return s;
   }
