@@ -207,6 +207,32 @@ describe("the store with a journal backlog", () => {
     expect((await s.writerStatus()).journalEntries).toBe(0);
   });
 
+  test("a small ring: batches handed over early and in buffers of their own; every entry arrives intact", async () => {
+    const path = join(tempDir(), "ring.db");
+    // about 4 entries fit in the ring: the store meets every path of the ring while adding these
+    const s = await mkStore(path, { ringBytes: 4096, maxPending: 10, flushIntervalMs: 60_000 });
+    const big = (n: number) => ({ ...entry(n), res_body: enc.encode(`big ${n} `.repeat(120 + (n % 7) * 40)), res_body_size: 0 });
+    const ids: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 40; i++) {
+        const n = round * 40 + i + 1;
+        ids.push(s.add(n % 5 === 0 ? big(n) : entry(n)));
+      }
+      // the writer answers what it has (releasing the ring runs) before the next round
+      await s.writerStatus();
+    }
+    expect(s.lastFlushError).toBeNull();
+    const page = await s.list({ limit: 500 });
+    expect(page.items.map((i) => i.id)).toEqual([...ids].reverse());
+    for (const n of [1, 5, 6, 40, 41, 85, 119, 120]) {
+      const d = (await s.get(ids[n - 1]!))!;
+      expect(d.url).toBe(`https://journal.example/item/${n}`);
+      expect(d.req_body).toBe(`request ${n}`);
+      expect(d.res_body).toBe(n % 5 === 0 ? `big ${n} `.repeat(120 + (n % 7) * 40) : `journal body ${n}`);
+      expect(d.req_headers).toEqual([["Host", "journal.example"], ["X-N", String(n)]]);
+    }
+  });
+
   test("get, delete and search reach entries still in the journal", async () => {
     const path = join(tempDir(), "c.db");
     const s = await mkStore(path);

@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
 import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
-import { BatchBuilder } from "./entry-codec.ts";
+import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
 export { urlPath } from "./capture-db.ts";
@@ -43,6 +43,8 @@ export interface CaptureStoreOptions {
    * needs them, or the journal is large). Default 100.
    */
   busyWindowMs?: number;
+  /** Size of the ring batches are encoded into (entry-codec.ts). Default RING_BYTES (8 MiB); tests use small ones. */
+  ringBytes?: number;
 }
 
 export const LIST_LIMIT_DEFAULT = 50;
@@ -179,7 +181,7 @@ export class CaptureStore {
   private inflightBytes = 0;
 
   /** Entries added since the last post, already encoded (entry-codec.ts). */
-  private readonly pending = new BatchBuilder();
+  private readonly pending: BatchBuilder;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private nextId = 1;
   /** Highest id that was queued for writing (ids of dropped entries are not). */
@@ -205,6 +207,7 @@ export class CaptureStore {
     this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
     this.indexing = opts.indexing ?? true;
     this.busyWindowMs = Math.max(0, opts.busyWindowMs ?? 100);
+    this.pending = new BatchBuilder(new SharedArrayBuffer(Math.max(1024, Math.floor(opts.ringBytes ?? RING_BYTES))));
     // the ring has no room left mid-batch: post what is there, the entry starts the next batch
     this.pending.onFull = () => this.post(false);
     if (dbPath === ":memory:" || dbPath === "") {
