@@ -128,6 +128,8 @@ export class BatchBuilder {
   private dv: DataView<ArrayBufferLike>;
   /** Writing into a buffer of the batch's own (the ring had no room). */
   private own = false;
+  /** Where the ring resumes after a batch that had a buffer of its own. */
+  private ringResume = 0;
   /** Where the current batch starts, where the next byte goes, and how far it may write (see refreshEnd). */
   private start = 0;
   private off = 0;
@@ -230,9 +232,6 @@ export class BatchBuilder {
   get held(): number {
     return this.inUse.length;
   }
-
-  /** Where the ring resumes after a batch that had a buffer of its own. */
-  private ringResume = 0;
 
   /** With nothing in use and the current batch empty, writing starts over at the ring's start (warm pages). */
   private rewind(): void {
