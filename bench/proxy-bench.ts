@@ -515,7 +515,6 @@ function printGoals(): void {
   const a = get("a");
   const b = get("b");
   const c = get("c");
-  const fastest = fastestPeer;
   const mark = (ok: boolean | null) => (ok === null ? "n/a " : ok ? "PASS" : "FAIL");
   const ratioLine = (what: string, v: number | null, goal: string, ok: boolean | null) => console.log(`  ${mark(ok)}  ${pad(what, 58)} ${lpad(v === null ? "-" : v.toFixed(2), 8)}   (goal ${goal})`);
   const pr = pairing && pairing.rounds.length > 0 ? pairing : null;
@@ -532,10 +531,10 @@ function printGoals(): void {
   console.log(`\nGoals (hey rows${pr ? ", one run each" : ""}):`);
   const ba = a && b ? b.rps / a.rps : null;
   ratioLine("(b)/(a)  tapwire HTTP req/s / direct req/s", ba, ">= 0.40", ba === null ? null : ba >= 0.4);
-  const ph = fastest("b");
+  const ph = fastestPeer("b");
   const bp = b && ph ? b.rps / ph.rps : null;
   ratioLine(`(b)/fastest peer HTTP (${ph?.name ?? "no peer"})`, bp, ">= 3x", bp === null ? null : bp >= 3);
-  const ps = fastest("c");
+  const ps = fastestPeer("c");
   const cp = c && ps ? c.rps / ps.rps : null;
   ratioLine(`(c)/fastest peer HTTPS (${ps?.name ?? "no peer"})`, cp, ">= 2x", cp === null ? null : cp >= 2);
   const added = a && b ? b.p99ms - a.p99ms : null;

@@ -1,7 +1,8 @@
 /**
  * Messages between the capture store (main thread, capture-store.ts) and its writer Worker (capture-writer.ts).
- * A batch of entries travels in the binary form of entry-codec.ts, in one ArrayBuffer that is transferred, not
- * cloned; the writer reads it back into WireRows.
+ * A batch of entries travels in the binary form of entry-codec.ts: as a run of the ring the writer was given at
+ * open (the message only names it), or, when the ring had no room, in an ArrayBuffer of its own that is
+ * transferred; the writer reads it back into WireRows.
  */
 import type { HeaderList } from "./types.ts";
 
