@@ -5,7 +5,9 @@ import {
   hasToken,
   removeHeader,
   setHeader,
+  forwardableAsIs,
   stripHopByHop,
+  unchangedFields,
   wantsKeepAlive,
   type HeaderList,
 } from "../src/core/http1/index.ts";
@@ -151,5 +153,52 @@ describe("wantsKeepAlive", () => {
     expect(wantsKeepAlive("HTTP/1.0", [])).toBe(false);
     expect(wantsKeepAlive("HTTP/1.0", [["Connection", "Keep-Alive"]])).toBe(true);
     expect(wantsKeepAlive("HTTP/1.0", [["Connection", "keep-alive, close"]])).toBe(false);
+  });
+});
+
+describe("unchangedFields", () => {
+  const fields = ["Host", "a", "X-B", "2"];
+  test("the same names and values in the same order", () => {
+    expect(unchangedFields([["Host", "a"], ["X-B", "2"]], fields)).toBe(true);
+    expect(unchangedFields([], [])).toBe(true);
+  });
+  test("a value, a name's casing, the order, an added or a removed field all count as changes", () => {
+    expect(unchangedFields([["Host", "a"], ["X-B", "3"]], fields)).toBe(false);
+    expect(unchangedFields([["Host", "a"], ["x-b", "2"]], fields)).toBe(false);
+    expect(unchangedFields([["X-B", "2"], ["Host", "a"]], fields)).toBe(false);
+    expect(unchangedFields([["Host", "a"], ["X-B", "2"], ["X-C", "3"]], fields)).toBe(false);
+    expect(unchangedFields([["Host", "a"]], fields)).toBe(false);
+  });
+});
+
+describe("forwardableAsIs", () => {
+  const length = (n: number) => ({ kind: "length" as const, length: n });
+  const chunked = { kind: "chunked" as const };
+  const none = { kind: "none" as const };
+  test("plain end-to-end fields with the framing field that says what was parsed", () => {
+    expect(forwardableAsIs([["Host", "a"], ["content-length", "5"], ["X", "1"]], length(5), true)).toBe(true);
+    expect(forwardableAsIs([["Host", "a"], ["Transfer-Encoding", "chunked"]], chunked, true)).toBe(true);
+    expect(forwardableAsIs([["Host", "a"], ["Accept", "*/*"]], none, true)).toBe(true);
+    expect(forwardableAsIs([["Content-Length", "0"]], length(0), false)).toBe(true);
+  });
+  test("any other hop-by-hop field means the head must be rebuilt", () => {
+    for (const name of ["Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "TE", "Trailer", "Upgrade"]) {
+      expect(forwardableAsIs([["Host", "a"], [name, "x"]], none, true)).toBe(false);
+    }
+  });
+  test("framing fields that do not say exactly what was parsed", () => {
+    expect(forwardableAsIs([["Host", "a"], ["Content-Length", "5, 5"]], length(5), true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["Content-Length", "05"]], length(5), true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["Content-Length", "5"], ["Content-Length", "5"]], length(5), true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"]], length(5), true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["Transfer-Encoding", "gzip, chunked"]], chunked, true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["Transfer-Encoding", "chunked"], ["Content-Length", "5"]], chunked, true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["Content-Length", "0"]], none, true)).toBe(false);
+    expect(forwardableAsIs([["Content-Length", "5"]], { kind: "close" }, false)).toBe(false);
+  });
+  test("a request needs exactly one Host field", () => {
+    expect(forwardableAsIs([["Accept", "*/*"]], none, true)).toBe(false);
+    expect(forwardableAsIs([["Host", "a"], ["host", "b"]], none, true)).toBe(false);
+    expect(forwardableAsIs([["Accept", "*/*"]], none, false)).toBe(true);
   });
 });

@@ -3,6 +3,14 @@ import { HttpParseError, parseRequestHead, parseResponseHead, parseTarget } from
 
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, "latin1"));
 
+/** A parsed head without its `raw` bytes (checked on their own below). */
+function fieldsOf<T extends { raw?: unknown }>(head: T): Omit<T, "raw"> {
+  const { raw: _raw, ...rest } = head;
+  return rest;
+}
+
+const latin1 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("latin1");
+
 /** Run fn and return the HttpParseError status it throws (fails the test if it does not throw one). */
 function errorStatus(fn: () => unknown): number {
   try {
@@ -20,7 +28,7 @@ describe("parseRequestHead: valid requests", () => {
     const r = parseRequestHead(bytes(raw))!;
     expect(r).not.toBeNull();
     expect(r.end).toBe(raw.length);
-    expect(r.head).toEqual({
+    expect(fieldsOf(r.head)).toEqual({
       method: "GET",
       target: "/index.html?a=1&b=2",
       version: "HTTP/1.1",
@@ -77,7 +85,7 @@ describe("parseRequestHead: valid requests", () => {
 
   test("HTTP/1.0 request without headers", () => {
     const r = parseRequestHead(bytes("GET / HTTP/1.0\r\n\r\n"))!;
-    expect(r.head).toEqual({ method: "GET", target: "/", version: "HTTP/1.0", headers: [] });
+    expect(fieldsOf(r.head)).toEqual({ method: "GET", target: "/", version: "HTTP/1.0", headers: [] });
     expect(r.end).toBe(18);
   });
 
@@ -235,7 +243,7 @@ describe("parseResponseHead", () => {
     const head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n";
     const r = parseResponseHead(bytes(head + "hi"))!;
     expect(r.end).toBe(head.length);
-    expect(r.head).toEqual({
+    expect(fieldsOf(r.head)).toEqual({
       version: "HTTP/1.1",
       status: 200,
       reason: "OK",
@@ -306,6 +314,37 @@ describe("parseResponseHead", () => {
       expect(errorStatus(() => parseResponseHead(bytes(raw)))).toBe(status);
     });
   }
+});
+
+describe("raw heads (kept for forwarding a head nobody changed)", () => {
+  test("a request's raw head is its bytes, after any leading empty lines, with the field lines from fieldsAt", () => {
+    const head = "POST /x HTTP/1.1\r\nHost: a.test\r\ncontent-length:3\r\nX-Pad:  v  \r\n\r\n";
+    const r = parseRequestHead(bytes("\r\n" + head + "abc"))!;
+    const raw = r.head.raw!;
+    expect(latin1(raw.bytes)).toBe(head);
+    expect(latin1(raw.bytes.subarray(raw.fieldsAt))).toBe("Host: a.test\r\ncontent-length:3\r\nX-Pad:  v  \r\n\r\n");
+    expect(raw.fields).toEqual(["Host", "a.test", "content-length", "3", "X-Pad", "v"]);
+  });
+
+  test("a head without fields: fieldsAt points at the empty line", () => {
+    const raw = parseRequestHead(bytes("GET / HTTP/1.1\r\n\r\n"))!.head.raw!;
+    expect(latin1(raw.bytes.subarray(raw.fieldsAt))).toBe("\r\n");
+    expect(raw.fields).toEqual([]);
+  });
+
+  test("a response's raw head includes its status line", () => {
+    const head = "HTTP/1.1 201 Made It\r\nx-a: 1\r\nContent-Length: 0\r\n\r\n";
+    const raw = parseResponseHead(bytes(head))!.head.raw!;
+    expect(latin1(raw.bytes)).toBe(head);
+    expect(raw.fieldsAt).toBe("HTTP/1.1 201 Made It\r\n".length);
+    expect(raw.fields).toEqual(["x-a", "1", "Content-Length", "0"]);
+  });
+
+  test("a response repaired by lenient parsing has no raw head (its bytes no longer say what the list says)", () => {
+    expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\n\r\n"))!.head.raw).toBeNull();
+    expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A : one\r\n\r\n"))!.head.raw).toBeNull();
+    expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n\r\n"))!.head.raw).not.toBeNull();
+  });
 });
 
 describe("parseTarget", () => {

@@ -7,6 +7,7 @@ import {
   encodeChunk,
   parseRequestHead,
   parseResponseHead,
+  requestHeadWithFields,
   serializeRequestHead,
   serializeResponseHead,
   serializeTrailers,
@@ -147,7 +148,28 @@ describe("round trips", () => {
     const res = parseResponseHead(bytes("HTTP/1.1 200\r\nX-A: one\r\n two\r\n\r\n"))!;
     const wire = serializeResponseHead(res.head);
     expect(text(wire)).toBe("HTTP/1.1 200 \r\nX-A: one two\r\n\r\n");
-    expect(parseResponseHead(wire)!.head).toEqual(res.head);
+    const { raw: _a, ...reparsed } = parseResponseHead(wire)!.head;
+    const { raw: _b, ...original } = res.head;
+    expect(reparsed).toEqual(original);
+  });
+});
+
+describe("requestHeadWithFields (a new request line before field lines as received)", () => {
+  const received = bytes("GET http://a.test/p?q=1 HTTP/1.1\r\nHost: a.test\r\nx-b:  2\r\n\r\n");
+  const raw = parseRequestHead(received)!.head.raw!;
+
+  test("joins the request line and the field lines byte for byte", () => {
+    expect(text(requestHeadWithFields("GET", "/p?q=1", raw.bytes, raw.fieldsAt)!)).toBe("GET /p?q=1 HTTP/1.1\r\nHost: a.test\r\nx-b:  2\r\n\r\n");
+  });
+
+  test("leaves anything unusual in the method or target to serializeRequestHead (null)", () => {
+    expect(requestHeadWithFields("get", "/", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(requestHeadWithFields("", "/", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(requestHeadWithFields("GET", "", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(requestHeadWithFields("GET", "/a b", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(requestHeadWithFields("GET", "/a\r\nX: y", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(requestHeadWithFields("GET", "/caf\u00e9\u2603", raw.bytes, raw.fieldsAt)).toBeNull();
+    expect(text(requestHeadWithFields("GET", "/caf\u00e9", raw.bytes, raw.fieldsAt)!)).toStartWith("GET /caf\u00e9 HTTP/1.1\r\n");
   });
 });
 

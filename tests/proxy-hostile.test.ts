@@ -1320,3 +1320,44 @@ describe("pipelining, HTTP/1.0 and connection floods", () => {
     await stillServing();
   });
 });
+
+// ------------------------------------------------------------------------------------------------
+// heads forwarded as received
+
+describe("heads nobody changed go out as received", () => {
+  test("request fields and the whole response head keep their bytes: order, casing and spacing", async () => {
+    const response = "HTTP/1.1 200 Fine Thanks\r\nx-z: 1\r\nContent-Length: 2\r\nX-A:  spaced \r\n\r\nok";
+    const raw = startRawUpstream((c) => c.socket.write(bytes(response)));
+    try {
+      const fields = `host: 127.0.0.1:${raw.port}\r\nx-lower: a\r\nContent-Length: 3\r\nX-Odd:no-space\r\nX-Trail: b \r\n\r\n`;
+      const r = await rawExchange(svc.proxyPort!, `POST http://127.0.0.1:${raw.port}/fidelity?q=1 HTTP/1.1\r\n${fields}abc`, {
+        until: (t) => t.endsWith("ok"),
+      });
+      expect(r.timedOut).toBe(false);
+      expect(r.text).toBe(response);
+      const conn = await within(raw.firstHead, "the upstream to get the request");
+      expect(conn.received).toBe(`POST /fidelity?q=1 HTTP/1.1\r\n${fields}abc`);
+      await stillServing();
+    } finally {
+      raw.stop();
+    }
+  });
+
+  test("heads with hop-by-hop fields, repaired fields or a changed Host are rebuilt", async () => {
+    const raw = startRawUpstream((c) => c.socket.write(bytes("HTTP/1.1 200 OK\r\nX-Fold: one\r\n two\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok")));
+    try {
+      const r = await rawExchange(
+        svc.proxyPort!,
+        `GET http://127.0.0.1:${raw.port}/rebuilt HTTP/1.1\r\nHost: elsewhere.test\r\nProxy-Connection: keep-alive\r\nX-Keep: 1\r\n\r\n`,
+        { until: (t) => t.endsWith("ok") },
+      );
+      expect(r.timedOut).toBe(false);
+      expect(r.text).toBe("HTTP/1.1 200 OK\r\nX-Fold: one two\r\nContent-Length: 2\r\n\r\nok");
+      const conn = await within(raw.firstHead, "the upstream to get the request");
+      expect(conn.received).toBe(`GET /rebuilt HTTP/1.1\r\nHost: 127.0.0.1:${raw.port}\r\nX-Keep: 1\r\n\r\n`);
+      await stillServing();
+    } finally {
+      raw.stop();
+    }
+  });
+});

@@ -10,6 +10,7 @@ import { HttpParseError, type HeaderList } from "./types.ts";
  *
  * In lenient mode (responses), obs-fold is unfolded into a single SP and whitespace between the
  * field name and the colon is removed, as RFC 9112 section 5 allows a proxy to do for responses.
+ * Returns true when such a repair was made (the bytes then no longer say what the list says).
  */
 export function parseFieldLines(
   buf: Uint8Array,
@@ -19,14 +20,16 @@ export function parseFieldLines(
   headers: HeaderList,
   lenient: boolean,
   errorStatus: number,
-): void {
+): boolean {
+  let repaired = false;
   for (;;) {
     const le = buf.indexOf(LF, p) - 1; // index of the CR ending this line
-    if (le === p) return; // empty line
+    if (le === p) return repaired; // empty line
     const c = buf[p];
     if (c === SP || c === HT) {
       if (!lenient) throw new HttpParseError("obsolete line folding in header", errorStatus);
       if (headers.length === 0) throw new HttpParseError("line folding before any header", errorStatus);
+      repaired = true;
       let v = p;
       while (v < le && (buf[v] === SP || buf[v] === HT)) v++;
       let ve = le;
@@ -38,7 +41,9 @@ export function parseFieldLines(
         last[1] = last[1] === "" ? more : last[1] + " " + more;
       }
     } else {
-      headers.push(parseFieldLine(buf, str, base, p, le, lenient, errorStatus));
+      const field = parseFieldLine(buf, str, base, p, le, lenient, errorStatus);
+      if (lenient && buf[p + field[0].length] !== COLON) repaired = true; // whitespace before the colon was dropped
+      headers.push(field);
     }
     p = le + 2;
   }

@@ -1,6 +1,6 @@
 // Helpers over HeaderList (wire order, original casing). Names compare case-insensitively.
 
-import type { HeaderList, HttpVersion } from "./types.ts";
+import type { Framing, HeaderList, HttpVersion } from "./types.ts";
 
 /** `a` equals `lowerB` (lower case) ignoring ASCII case, without allocating a lower-cased copy. */
 function same(a: string, lowerB: string): boolean {
@@ -140,4 +140,43 @@ export function wantsKeepAlive(version: HttpVersion | string, headers: HeaderLis
   if (hasToken(headers, "connection", "close")) return false;
   if (version === "HTTP/1.1") return true;
   return hasToken(headers, "connection", "keep-alive");
+}
+
+/** Does `headers` still hold exactly the fields of a RawHead's flat snapshot (name0, value0, ...), in order? */
+export function unchangedFields(headers: HeaderList, fields: readonly string[]): boolean {
+  if (headers.length * 2 !== fields.length) return false;
+  for (let i = 0, k = 0; i < headers.length; i++, k += 2) {
+    const h = headers[i]!;
+    if (h[0] !== fields[k] || h[1] !== fields[k + 1]) return false;
+  }
+  return true;
+}
+
+/**
+ * Would forwarding these fields as they are say the same as the rebuilt head a proxy sends (hop-by-hop fields
+ * removed, framing fields rewritten from `framing`)? True when there is no hop-by-hop field but the framing ones,
+ * and those say exactly what `framing` says: one `Content-Length: <length>` for a length, one
+ * `Transfer-Encoding: chunked` for chunked, neither for no body. With `needHost`, exactly one Host field too.
+ */
+export function forwardableAsIs(headers: HeaderList, framing: Framing, needHost: boolean): boolean {
+  let hosts = 0;
+  let lengths = 0;
+  let codings = 0;
+  for (let i = 0; i < headers.length; i++) {
+    const name = headers[i]![0];
+    const n = name.length;
+    if (n === 4) {
+      if (same(name, "host")) hosts++;
+    } else if (n === 14 && same(name, "content-length")) {
+      if (framing.kind !== "length" || ++lengths > 1 || headers[i]![1] !== String(framing.length)) return false;
+    } else if (n === 17 && same(name, "transfer-encoding")) {
+      if (framing.kind !== "chunked" || ++codings > 1 || headers[i]![1] !== "chunked") return false;
+    } else if (hopName(name) !== null) {
+      return false;
+    }
+  }
+  if (needHost && hosts !== 1) return false;
+  if (framing.kind === "length") return lengths === 1;
+  if (framing.kind === "chunked") return codings === 1;
+  return framing.kind === "none" && lengths === 0 && codings === 0;
 }

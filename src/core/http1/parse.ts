@@ -9,6 +9,7 @@ import {
   type Framing,
   type HeaderList,
   type HttpVersion,
+  type RawHead,
   type RequestHead,
   type ResponseHead,
 } from "./types.ts";
@@ -88,6 +89,19 @@ function looksLikeVersion(buf: Uint8Array, p: number): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Raw head
+
+/** The head buf[start..end) as received, with a flat snapshot of the list parsed from its field lines. */
+function rawHead(buf: Uint8Array, start: number, end: number, fieldsStart: number, headers: HeaderList): RawHead {
+  const fields: string[] = new Array(headers.length * 2);
+  for (let i = 0, k = 0; i < headers.length; i++, k += 2) {
+    fields[k] = headers[i]![0];
+    fields[k + 1] = headers[i]![1];
+  }
+  return { bytes: buf.subarray(start, end), fieldsAt: fieldsStart - start, fields };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Request head
 
 /**
@@ -134,6 +148,7 @@ export function parseRequestHead(
 
   const headers: HeaderList = [];
   parseFieldLines(buf, str, start, lineEnd + 2, headers, false, REQUEST_ERROR);
+  const raw = rawHead(buf, start, end, lineEnd + 2, headers);
 
   // RFC 9112 3.2: more than one Host field line MUST be rejected.
   let hosts = 0;
@@ -144,7 +159,7 @@ export function parseRequestHead(
     }
   }
 
-  return { head: { method, target, version, headers }, end };
+  return { head: { method, target, version, headers, raw }, end };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -193,8 +208,9 @@ export function parseResponseHead(
   }
 
   const headers: HeaderList = [];
-  parseFieldLines(buf, str, start, lineEnd + 2, headers, true, RESPONSE_ERROR);
-  return { head: { version, status, reason, headers }, end };
+  const repaired = parseFieldLines(buf, str, start, lineEnd + 2, headers, true, RESPONSE_ERROR);
+  const raw = repaired ? null : rawHead(buf, start, end, lineEnd + 2, headers);
+  return { head: { version, status, reason, headers, raw }, end };
 }
 
 // ---------------------------------------------------------------------------------------------

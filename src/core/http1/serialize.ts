@@ -127,6 +127,34 @@ export function serializeRequestHead(head: RequestHead): Uint8Array {
   return serializeFields([head.method + " ", head.target, " " + head.version + "\r\n"], head.headers, wide);
 }
 
+const HTTP11_EOL = latin1Encode(" HTTP/1.1\r\n");
+
+/**
+ * A request head made of a new request line and field lines as received (`raw` from `fieldsAt` on, CRLF
+ * throughout, already validated by the parser), for a request whose fields nobody changed. Returns null when
+ * the method or target holds anything but plain latin1 token / target characters: serializeRequestHead then
+ * gives the precise error or the UTF-8 encoding.
+ */
+export function requestHeadWithFields(method: string, target: string, raw: Uint8Array, fieldsAt: number): Uint8Array | null {
+  if (method.length === 0 || target.length === 0) return null;
+  const out = Buffer.allocUnsafe(method.length + 1 + target.length + HTTP11_EOL.length + raw.length - fieldsAt);
+  let o = 0;
+  for (let i = 0; i < method.length; i++) {
+    const c = method.charCodeAt(i);
+    if (c > 0xff || METHOD[c] !== 1) return null;
+    out[o++] = c;
+  }
+  out[o++] = 0x20;
+  for (let i = 0; i < target.length; i++) {
+    const c = target.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7f || c > 0xff) return null;
+    out[o++] = c;
+  }
+  for (let i = 0; i < HTTP11_EOL.length; i++) out[o++] = HTTP11_EOL[i]!;
+  out.set(raw.subarray(fieldsAt), o);
+  return out;
+}
+
 /**
  * Serialise a response head. The reason phrase is sent exactly as given; an empty reason gives
  * `HTTP/1.1 200 ` (the SP before the reason is mandatory in RFC 9112 4).

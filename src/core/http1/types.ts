@@ -8,6 +8,8 @@ export interface RequestHead {
   target: string;
   version: HttpVersion;
   headers: HeaderList;
+  /** The head as received (set by the parser). */
+  raw?: RawHead | null;
 }
 
 export interface ResponseHead {
@@ -15,6 +17,21 @@ export interface ResponseHead {
   status: number;
   reason: string;
   headers: HeaderList;
+  /** The head as received (set by the parser; null when lenient parsing repaired it). */
+  raw?: RawHead | null;
+}
+
+/**
+ * A head's bytes as received, kept so that a head nobody changed can be forwarded without serialising it again.
+ * `fields` snapshots the parsed list: while the list still matches it, `bytes` from `fieldsAt` on say the same.
+ */
+export interface RawHead {
+  /** The whole head, start line to the empty line that ends it (CRLF throughout). */
+  bytes: Uint8Array;
+  /** Offset in `bytes` of the first field line (just past the start line). */
+  fieldsAt: number;
+  /** Names and values as parsed, flat: name0, value0, name1, value1, ... */
+  fields: string[];
 }
 
 /** How the message body is delimited (RFC 9112 section 6.3). */

@@ -1,8 +1,8 @@
 import type { Socket } from "bun";
 import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
-import { encodeChunk, LAST_CHUNK, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
-import { getHeader, hasToken, removeHeader, stripHopByHop, wantsKeepAlive } from "../http1/headers.ts";
-import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
+import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
+import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
@@ -17,6 +17,7 @@ const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")])
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
+const CHUNKED: Framing = { kind: "chunked" };
 
 type BodyDecoder = ChunkedDecoder | LengthDecoder;
 
@@ -76,6 +77,8 @@ export class HttpSession implements UpstreamOwner {
   private reqState: ReqState = "idle";
   private reqDecoder: BodyDecoder | null = null;
   private reqFraming: Framing = { kind: "none" };
+  /** The current request's head as received: forwarded as it is (with a new request line) if nobody changed it. */
+  private reqRaw: RawHead | null = null;
   private reqChunkedOut = false;
   private reqParts: Uint8Array[] = [];
   private reqPartsSize = 0;
@@ -87,6 +90,8 @@ export class HttpSession implements UpstreamOwner {
   private resState: ResState = "none";
   private resBuf: Uint8Array = EMPTY;
   private resFraming: Framing = { kind: "none" };
+  /** The final response head as parsed, with its bytes: forwarded as it is if nobody changed it. */
+  private resHead: ResponseHead | null = null;
   private resDecoder: BodyDecoder | null = null;
   private resChunkedOut = false;
   private resHeadSent = false;
@@ -274,6 +279,7 @@ export class HttpSession implements UpstreamOwner {
     }
     const framing = requestFraming(head);
     this.reqFraming = framing;
+    this.reqRaw = head.raw ?? null;
     const flow = new Flow(this.client, { method: head.method, scheme, host, port, path, version: head.version, headers: head.headers, body: null }, this.ctx.bodyLimit);
     this.flow = flow;
     this.clientKeepAlive = wantsKeepAlive(head.version, head.headers);
@@ -285,6 +291,7 @@ export class HttpSession implements UpstreamOwner {
     this.reqBodyBytesSent = 0;
     this.retried = false;
     this.resState = "none";
+    this.resHead = null;
     this.resHeadSent = false;
     this.resBytes = 0;
     this.resParts = [];
@@ -439,9 +446,58 @@ export class HttpSession implements UpstreamOwner {
     this.resState = "head";
     this.resBuf = EMPTY;
     const r = flow.request;
+    const body = r.body;
+    let head = body === null && !flow.websocket ? this.requestHeadAsReceived(r.method, r.path, r.headers) : null;
+    if (head === null) {
+      try {
+        head = this.rebuildRequestHead(flow);
+      } catch (e) {
+        conn.pool.release(conn);
+        this.upstream = null;
+        flow.error = `cannot send the request: ${(e as Error).message}`;
+        return this.failWith502(flow, flow.error);
+      }
+    }
+    if (body !== null) {
+      if (flow.capture) flow.reqBody.add(body);
+      conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
+      if (body.length >= 16384) conn.ep.write(body);
+      this.reqState = "done";
+    } else if (this.reqDecoder) {
+      conn.ep.cork();
+      conn.ep.write(head);
+      this.reqState = "stream";
+      const b = this.buf;
+      this.buf = EMPTY;
+      if (b.length) this.pushRequestBody(b);
+      conn.ep.uncork();
+    } else {
+      conn.ep.write(head);
+      this.reqState = "done";
+    }
+    this.ep.resume();
+  }
+
+  /**
+   * The request head as received, with a request line for the upstream, when the pipeline left the fields as
+   * they were and they hold nothing a proxy must rewrite (see forwardableAsIs); else null.
+   */
+  private requestHeadAsReceived(method: string, path: string, headers: HeaderList): Uint8Array | null {
+    const raw = this.reqRaw;
+    if (raw === null || !unchangedFields(headers, raw.fields)) return null;
+    const chunked = this.reqDecoder instanceof ChunkedDecoder;
+    if (!forwardableAsIs(headers, chunked ? CHUNKED : this.reqFraming, true)) return null;
+    const head = requestHeadWithFields(method, path, raw.bytes, raw.fieldsAt);
+    if (head !== null) this.reqChunkedOut = chunked;
+    return head;
+  }
+
+  /** The request head for the upstream, rebuilt: hop-by-hop fields removed, framing from what was parsed. Throws on an invalid head. */
+  private rebuildRequestHead(flow: Flow): Uint8Array {
+    const r = flow.request;
+    const body = r.body;
     const headers = stripHopByHop(r.headers);
     if (!getHeader(headers, "host")) headers.unshift(["Host", hostPort(r.scheme, r.host, r.port)]);
-    const body = r.body;
     if (body !== null) {
       // buffered (possibly rewritten) body: frame it with its real length
       removeHeader(headers, "content-length");
@@ -464,33 +520,7 @@ export class HttpSession implements UpstreamOwner {
       const up = getHeader(r.headers, "upgrade");
       headers.push(["Upgrade", up ?? "websocket"]);
     }
-    let head: Uint8Array;
-    try {
-      head = serializeRequestHead({ method: r.method, target: r.path, version: "HTTP/1.1", headers });
-    } catch (e) {
-      conn.pool.release(conn);
-      this.upstream = null;
-      flow.error = `cannot send the request: ${(e as Error).message}`;
-      return this.failWith502(flow, flow.error);
-    }
-    if (body !== null) {
-      if (flow.capture) flow.reqBody.add(body);
-      conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
-      if (body.length >= 16384) conn.ep.write(body);
-      this.reqState = "done";
-    } else if (this.reqDecoder) {
-      conn.ep.cork();
-      conn.ep.write(head);
-      this.reqState = "stream";
-      const b = this.buf;
-      this.buf = EMPTY;
-      if (b.length) this.pushRequestBody(b);
-      conn.ep.uncork();
-    } else {
-      conn.ep.write(head);
-      this.reqState = "done";
-    }
-    this.ep.resume();
+    return serializeRequestHead({ method: r.method, target: r.path, version: "HTTP/1.1", headers });
   }
 
   onUpstreamData(d: Uint8Array): void {
@@ -548,6 +578,7 @@ export class HttpSession implements UpstreamOwner {
         return this.failWith502(flow, flow.error);
       }
       this.resFraming = framing;
+      this.resHead = head;
       this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
       flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
       if (!wantsKeepAlive(head.version, head.headers)) this.upstreamReusable = false;
@@ -593,8 +624,9 @@ export class HttpSession implements UpstreamOwner {
   private sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
     const res = flow.response!;
     this.ep.throttle = flow.throttleDown;
-    const headers = stripHopByHop(res.headers);
     const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || (res.status >= 100 && res.status < 200);
+    if (wholeBody === null && !noBody && this.sendResponseHeadAsReceived(flow)) return;
+    const headers = stripHopByHop(res.headers);
     this.resChunkedOut = false;
     let closeDelimited = false;
     if (wholeBody !== null) {
@@ -642,6 +674,26 @@ export class HttpSession implements UpstreamOwner {
     } else {
       this.ep.write(head);
     }
+  }
+
+  /**
+   * Send the upstream's head as it came, when nothing in it needs rewriting: the response and its fields are as
+   * parsed, HTTP/1.1, kept alive on both sides, framed by one Content-Length or `Transfer-Encoding: chunked`, no
+   * other hop-by-hop field. Returns false (nothing sent) otherwise.
+   */
+  private sendResponseHeadAsReceived(flow: Flow): boolean {
+    const res = flow.response!;
+    const parsed = this.resHead;
+    const raw = parsed?.raw;
+    if (!parsed || !raw || parsed.version !== "HTTP/1.1" || res.status !== parsed.status || res.reason !== parsed.reason) return false;
+    const kind = this.resFraming.kind;
+    if (kind !== "length" && kind !== "chunked") return false;
+    if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return false;
+    if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false)) return false;
+    this.resChunkedOut = kind === "chunked";
+    this.resHeadSent = true;
+    this.ep.write(raw.bytes);
+    return true;
   }
 
   private pushResponseBody(flow: Flow, d: Uint8Array): void {
