@@ -220,6 +220,44 @@ describe("entry codec", () => {
     expect(b.take()).toBeNull();
   });
 
+  test("header blocks as received are kept as bytes and come back as the lists they were parsed into", () => {
+    const wire = (s: string) => new Uint8Array(Buffer.from(s, "latin1"));
+    const req = wire("GET http://codec.example/ HTTP/1.1\r\nHost: codec.example\r\nx-pad:  v \r\nX-Latin: caf\xe9\r\n\r\nbody");
+    const reqFields = { buf: req, fieldsAt: req.indexOf(10) + 1, end: req.length - 4 };
+    const res = wire("HTTP/1.1 204 No Content\r\n\r\n");
+    const resFields = { buf: res, fieldsAt: res.length - 2, end: res.length };
+    const long = wire(`HTTP/1.1 200 OK\r\nX-Long: ${"L".repeat(3000)}\r\n\r\n`);
+    const longFields = { buf: long, fieldsAt: 17, end: long.length };
+    const { ok, decoded } = roundTrip([
+      entry({ url: "http://raw/", req_fields: reqFields, res_fields: resFields, req_headers: [["ignored", "list"]] }),
+      entry({ url: "http://long/", res_fields: longFields }),
+      entry({ url: "http://unterminated/", req_fields: { buf: req, fieldsAt: reqFields.fieldsAt, end: reqFields.end - 2 } }),
+      entry({ url: "http://out-of-range/", req_fields: { buf: req, fieldsAt: 0, end: req.length + 1 } }),
+      entry({ url: "http://lists/", req_fields: null }),
+    ]);
+    expect(ok).toEqual([true, true, false, false, true]);
+    const rows = decoded!.rows;
+    expect(rows.map((r) => r[2])).toEqual(["http://raw/", "http://long/", "http://lists/"]);
+    expect(rows[0]![11]).toEqual([["Host", "codec.example"], ["x-pad", "v"], ["X-Latin", "caf\u00e9"]]);
+    expect(rows[0]![12]).toEqual([]);
+    expect(rows[1]![12]).toEqual([["X-Long", "L".repeat(3000)]]);
+    expect(rows[2]![11]).toEqual([["Host", "codec.example:8080"], ["User-Agent", "curl/8"], ["X-Empty", ""]]);
+  });
+
+  test("a damaged header block loses its entry alone", () => {
+    const wire = new Uint8Array(Buffer.from("GET / HTTP/1.1\r\nHost: a\r\n\r\n", "latin1"));
+    const fields = { buf: wire, fieldsAt: 16, end: wire.length };
+    const bytes = roundTrip([entry({ url: "http://one/", req_fields: fields }), entry({ url: "http://two/", req_fields: fields })]).bytes!.slice();
+    // break the first record's header block: its last byte is no longer the empty line's LF
+    const dv = new DataView(bytes.buffer);
+    const len1 = dv.getUint32(0, true);
+    const text = Buffer.from(bytes.subarray(0, len1)).toString("latin1");
+    bytes[text.indexOf("Host: a\r\n\r\n") + 10] = 0x20;
+    const d = decodeBatch(bytes);
+    expect(d.rows.map((r) => r[2])).toEqual(["http://two/"]);
+    expect([d.failed, d.error]).toEqual([1, "entry header block is not terminated"]);
+  });
+
   test("damaged records are counted, never thrown", () => {
     const bytes = roundTrip([entry({ url: "http://one/" }), entry({ url: "http://two/" }), entry({ url: "http://three/" })]).bytes!.slice();
     const dv = new DataView(bytes.buffer);

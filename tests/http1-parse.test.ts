@@ -143,7 +143,9 @@ describe("parseRequestHead: incomplete input", () => {
       if (cut < headEnd) {
         expect(r).toBeNull();
       } else {
-        expect(r).toEqual(expected);
+        expect(r!.end).toBe(expected.end);
+        expect(fieldsOf(r!.head)).toEqual(fieldsOf(expected.head));
+        expect(r!.head.raw!.fields).toEqual(expected.head.raw!.fields);
       }
     }
   });
@@ -317,25 +319,28 @@ describe("parseResponseHead", () => {
 });
 
 describe("raw heads (kept for forwarding a head nobody changed)", () => {
-  test("a request's raw head is its bytes, after any leading empty lines, with the field lines from fieldsAt", () => {
+  const span = (b: Uint8Array, from: number, to: number) => latin1(b.subarray(from, to));
+
+  test("a request's raw head: where it lies in the bytes (after any leading empty lines), its field lines, its list", () => {
     const head = "POST /x HTTP/1.1\r\nHost: a.test\r\ncontent-length:3\r\nX-Pad:  v  \r\n\r\n";
-    const r = parseRequestHead(bytes("\r\n" + head + "abc"))!;
-    const raw = r.head.raw!;
-    expect(latin1(raw.bytes)).toBe(head);
-    expect(latin1(raw.bytes.subarray(raw.fieldsAt))).toBe("Host: a.test\r\ncontent-length:3\r\nX-Pad:  v  \r\n\r\n");
+    const buf = bytes("\r\n" + head + "abc");
+    const raw = parseRequestHead(buf)!.head.raw!;
+    expect(raw.buf).toBe(buf);
+    expect(span(raw.buf, raw.start, raw.end)).toBe(head);
+    expect(span(raw.buf, raw.fieldsAt, raw.end)).toBe("Host: a.test\r\ncontent-length:3\r\nX-Pad:  v  \r\n\r\n");
     expect(raw.fields).toEqual(["Host", "a.test", "content-length", "3", "X-Pad", "v"]);
   });
 
   test("a head without fields: fieldsAt points at the empty line", () => {
     const raw = parseRequestHead(bytes("GET / HTTP/1.1\r\n\r\n"))!.head.raw!;
-    expect(latin1(raw.bytes.subarray(raw.fieldsAt))).toBe("\r\n");
+    expect(span(raw.buf, raw.fieldsAt, raw.end)).toBe("\r\n");
     expect(raw.fields).toEqual([]);
   });
 
   test("a response's raw head includes its status line", () => {
     const head = "HTTP/1.1 201 Made It\r\nx-a: 1\r\nContent-Length: 0\r\n\r\n";
-    const raw = parseResponseHead(bytes(head))!.head.raw!;
-    expect(latin1(raw.bytes)).toBe(head);
+    const raw = parseResponseHead(bytes(head + "next"))!.head.raw!;
+    expect(span(raw.buf, raw.start, raw.end)).toBe(head);
     expect(raw.fieldsAt).toBe("HTTP/1.1 201 Made It\r\n".length);
     expect(raw.fields).toEqual(["x-a", "1", "Content-Length", "0"]);
   });

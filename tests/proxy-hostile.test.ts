@@ -1337,6 +1337,11 @@ describe("heads nobody changed go out as received", () => {
       expect(r.text).toBe(response);
       const conn = await within(raw.firstHead, "the upstream to get the request");
       expect(conn.received).toBe(`POST /fidelity?q=1 HTTP/1.1\r\n${fields}abc`);
+      // captured as the lists those bytes say (the store kept the bytes and parsed them when read)
+      const item = (await traffic()).find((t) => t.url.endsWith("/fidelity?q=1"))!;
+      const detail = (await (await svc.call(`/api/v1/traffic/${item.id}`)).json()) as { req_headers: string[][]; res_headers: string[][] };
+      expect(detail.req_headers).toEqual([["host", `127.0.0.1:${raw.port}`], ["x-lower", "a"], ["Content-Length", "3"], ["X-Odd", "no-space"], ["X-Trail", "b"]]);
+      expect(detail.res_headers).toEqual([["x-z", "1"], ["Content-Length", "2"], ["X-A", "spaced"]]);
       await stillServing();
     } finally {
       raw.stop();

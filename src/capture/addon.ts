@@ -1,4 +1,5 @@
-import { getHeader } from "../core/http1/headers.ts";
+import { getHeader, unchangedFields } from "../core/http1/headers.ts";
+import type { HeaderList, RawHead } from "../core/http1/types.ts";
 import type { Addon } from "../pipeline/addon.ts";
 import type { Flow } from "../pipeline/flow.ts";
 import type { NewEntry } from "../store/types.ts";
@@ -103,6 +104,8 @@ export function toEntry(flow: Flow, label: string): NewEntry {
     has_response: res !== null,
     req_headers: flow.request.headers,
     res_headers: res?.headers ?? [],
+    req_fields: asReceived(flow.request.headers, flow.reqRaw),
+    res_fields: res ? asReceived(res.headers, flow.resRaw) : null,
     req_body: flow.request.body ? flow.request.body.subarray(0, flow.reqBody.limit) : flow.reqBody.bytes(),
     req_body_size: flow.request.body ? flow.request.body.length : flow.reqBody.size,
     res_body: res?.body ? res.body.subarray(0, flow.resBody.limit) : flow.resBody.bytes(),
@@ -111,4 +114,9 @@ export function toEntry(flow: Flow, label: string): NewEntry {
     extra,
     reason: res && res.reason ? res.reason : undefined,
   };
+}
+
+/** The head's field lines as received when the list still says exactly that (the store then keeps the bytes). */
+function asReceived(headers: HeaderList, raw: RawHead | null): RawHead | null {
+  return raw !== null && unchangedFields(headers, raw.fields) ? raw : null;
 }

@@ -1,4 +1,4 @@
-import type { HeaderList, HttpVersion } from "../core/http1/types.ts";
+import type { HeaderList, HttpVersion, RawHead } from "../core/http1/types.ts";
 import type { Throttle } from "../core/proxy/endpoint.ts";
 
 export type Scheme = "http" | "https";
@@ -114,6 +114,9 @@ export class Flow {
   throttleUp: Throttle | null = null;
   /** Id of the captured entry, once stored. */
   entryId: number | null = null;
+  /** The request and final response heads as received (see RawHead), for forwarding and capturing them as they are. */
+  reqRaw: RawHead | null = null;
+  resRaw: RawHead | null = null;
   /** Called by the core if the client goes away while an addon holds the flow (intercepts). */
   onClientGone: (() => void) | null = null;
 

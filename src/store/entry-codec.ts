@@ -19,13 +19,21 @@
  * - str: u32 h, then h >> 2 bytes; h = 0xFFFFFFFF is null. Low two bits: 0 latin1, one byte per character (a
  *   short string off the wire); 1 UTF-16LE (a short string with a character above U+00FF); 2 UTF-8 (a string of
  *   more than 48 characters). Strings come back exactly, but for a lone surrogate in a long one (see str()).
- * - headers: u32 count (0xFFFFFFFF: null), then name and value as str, count times.
+ * - headers: u32 count (0xFFFFFFFF: null), then name and value as str, count times; or, with the top bit set, u32
+ *   0x80000000 | n then n bytes of field lines as they crossed the wire (CRLF lines ending with the empty line),
+ *   parsed back into the list when read. The proxy hands these over for a head nobody changed (RawFields).
  * - bytes: u32 n then n bytes; 0xFFFFFFFF is null.
  */
-import type { HeaderList, NewEntry } from "./types.ts";
+import type { HeaderList, NewEntry, RawFields } from "./types.ts";
+import { latin1Decode } from "../core/http1/chars.ts";
+import { parseFieldLines } from "../core/http1/fields.ts";
 import type { WireRow } from "./capture-protocol.ts";
 
 const NULL = 0xffffffff;
+/** Top bit of a headers field's count word: what follows are field lines as received, this many bytes. */
+const H_RAW = 0x80000000;
+/** Longest raw header block taken (a head is at most 64 KiB; more would not fit the length word's meaning). */
+const MAX_RAW_FIELDS = 0x00ffffff;
 const FIXED = 4 + 6 * 8 + 2;
 
 const F_HAS_RESPONSE = 1;
@@ -83,6 +91,24 @@ function bodyOf(b: unknown): Uint8Array | null {
 function numOf(v: unknown, name: string): number {
   if (typeof v !== "number") throw new TypeError(`entry field ${name} is not a number`);
   return v;
+}
+
+/** The raw header block of an entry, or null to encode the list; a malformed one is refused like any bad field. */
+function rawFieldsOf(f: RawFields | null | undefined): RawFields | null {
+  if (f === undefined || f === null) return null;
+  const { buf, fieldsAt, end } = f;
+  if (!(buf instanceof Uint8Array) || !Number.isInteger(fieldsAt) || !Number.isInteger(end) || fieldsAt < 0 || end > buf.length || end - fieldsAt < 2 || end - fieldsAt > MAX_RAW_FIELDS) {
+    throw new TypeError("entry header block is not a RawFields");
+  }
+  if (!endsWithEmptyLine(buf, fieldsAt, end)) throw new TypeError("entry header block does not end with an empty line");
+  return f;
+}
+
+/** buf[from..to) is field lines ending with the empty line: CRLF alone, or ending CRLF CRLF. */
+function endsWithEmptyLine(b: Uint8Array, from: number, to: number): boolean {
+  const n = to - from;
+  if (n === 2) return b[from] === 13 && b[from + 1] === 10;
+  return n >= 4 && b[to - 4] === 13 && b[to - 3] === 10 && b[to - 2] === 13 && b[to - 1] === 10;
 }
 
 function strOf(v: unknown, name: string): string | null {
@@ -329,6 +355,8 @@ export class BatchBuilder {
     const extra = extraJson(e.extra);
     const reqH = e.req_headers ?? null;
     const resH = e.res_headers ?? null;
+    const reqFields = rawFieldsOf(e.req_fields);
+    const resFields = rawFieldsOf(e.res_fields);
 
     const start = this.off;
     this.reserve(FIXED);
@@ -349,8 +377,10 @@ export class BatchBuilder {
     this.str(error);
     this.str(reason);
     this.str(extra);
-    this.headers(reqH, "req_headers");
-    this.headers(resH, "res_headers");
+    if (reqFields) this.rawFields(reqFields);
+    else this.headers(reqH, "req_headers");
+    if (resFields) this.rawFields(resFields);
+    else this.headers(resH, "res_headers");
     this.bytesField(reqBody);
     this.bytesField(resBody);
     this.dv.setUint32(start, this.off - start, true);
@@ -374,6 +404,19 @@ export class BatchBuilder {
       this.str(pair[0]);
       this.str(pair[1]);
     }
+  }
+
+  /** A header block as received: its bytes, copied (a JS loop for a short block: no view, no native call). */
+  private rawFields(f: RawFields): void {
+    const n = f.end - f.fieldsAt;
+    this.reserve(4 + n);
+    this.dv.setUint32(this.off, (H_RAW | n) >>> 0, true);
+    let o = this.off + 4;
+    const buf = this.buf;
+    const src = f.buf;
+    if (n > 512) buf.set(src.subarray(f.fieldsAt, f.end), o);
+    else for (let i = f.fieldsAt; i < f.end; i++) buf[o++] = src[i]!;
+    this.off += 4 + n;
   }
 
   private bytesField(b: Uint8Array | null): void {
@@ -450,10 +493,23 @@ class Reader {
   headers(): HeaderList | null {
     const count = this.u32();
     if (count === NULL) return null;
+    if (count & H_RAW) return this.rawFields((count & ~H_RAW) >>> 0);
     const out: HeaderList = [];
     for (let i = 0; i < count; i++) out.push([this.str() ?? "", this.str() ?? ""]);
     return out;
   }
+  /** Field lines as received, parsed as the proxy parsed them (the list they were stored for). */
+  private rawFields(n: number): HeaderList {
+    this.need(n);
+    const b = this.buf.subarray(this.off, this.off + n);
+    this.off += n;
+    // the block ends with its empty line: the parse cannot run past it, whatever a damaged record holds before
+    if (!endsWithEmptyLine(b, 0, n)) throw new RangeError("entry header block is not terminated");
+    const out: HeaderList = [];
+    parseFieldLines(b, latin1Decode(b, 0, n), 0, 0, out, true, 502);
+    return out;
+  }
+
   bytes(): Uint8Array | null {
     const n = this.u32();
     if (n === NULL) return null;

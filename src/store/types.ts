@@ -1,6 +1,16 @@
 /** Header list in wire order with original casing. */
 export type HeaderList = [string, string][];
 
+/**
+ * A header block as it crossed the wire: the field lines in buf[fieldsAt..end), each ending CRLF, then the empty
+ * line. (The proxy's RawHead has this shape.)
+ */
+export interface RawFields {
+  buf: Uint8Array;
+  fieldsAt: number;
+  end: number;
+}
+
 /** How a stored body string is to be read. */
 export type BodyEncoding = "utf8" | "base64";
 
@@ -23,6 +33,13 @@ export interface NewEntry {
   has_response: boolean;
   req_headers: HeaderList;
   res_headers: HeaderList;
+  /**
+   * The field lines req_headers / res_headers were parsed from, when the lists are still exactly what they say:
+   * the store keeps these bytes and parses them when the entry is read back, instead of encoding every string on
+   * the proxy's hot path. The lists are used otherwise.
+   */
+  req_fields?: RawFields | null;
+  res_fields?: RawFields | null;
   /** Captured bytes as they crossed the wire (after de-chunking), capped at the body limit; null if no body. */
   req_body: Uint8Array | null;
   /** True size in bytes of the request body on the wire (may exceed req_body.length). */

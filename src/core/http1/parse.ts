@@ -98,7 +98,7 @@ function rawHead(buf: Uint8Array, start: number, end: number, fieldsStart: numbe
     fields[k] = headers[i]![0];
     fields[k + 1] = headers[i]![1];
   }
-  return { bytes: buf.subarray(start, end), fieldsAt: fieldsStart - start, fields };
+  return { buf, start, fieldsAt: fieldsStart, end, fields };
 }
 
 // ---------------------------------------------------------------------------------------------

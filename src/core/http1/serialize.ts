@@ -1,7 +1,7 @@
 // HTTP/1.x head serialisation and chunked encoding.
 
 import { METHOD, TOKEN, latin1Encode } from "./chars.ts";
-import type { RequestHead, ResponseHead } from "./types.ts";
+import type { RawHead, RequestHead, ResponseHead } from "./types.ts";
 
 const utf8 = new TextEncoder();
 
@@ -129,15 +129,24 @@ export function serializeRequestHead(head: RequestHead): Uint8Array {
 
 const HTTP11_EOL = latin1Encode(" HTTP/1.1\r\n");
 
+/** Copy src[from..to) into dst at `at`: a loop for a few hundred bytes (no view, no native call), else set(). */
+export function copyBytes(src: Uint8Array, from: number, to: number, dst: Uint8Array, at: number): void {
+  if (to - from > 512) {
+    dst.set(src.subarray(from, to), at);
+    return;
+  }
+  for (let i = from; i < to; i++) dst[at++] = src[i]!;
+}
+
 /**
- * A request head made of a new request line and field lines as received (`raw` from `fieldsAt` on, CRLF
- * throughout, already validated by the parser), for a request whose fields nobody changed. Returns null when
- * the method or target holds anything but plain latin1 token / target characters: serializeRequestHead then
- * gives the precise error or the UTF-8 encoding.
+ * A request head made of a new request line and the field lines of `raw` as received (CRLF throughout, already
+ * validated by the parser), for a request whose fields nobody changed. Returns null when the method or target
+ * holds anything but plain latin1 token / target characters: serializeRequestHead then gives the precise error
+ * or the UTF-8 encoding.
  */
-export function requestHeadWithFields(method: string, target: string, raw: Uint8Array, fieldsAt: number): Uint8Array | null {
+export function requestHeadWithFields(method: string, target: string, raw: RawHead): Uint8Array | null {
   if (method.length === 0 || target.length === 0) return null;
-  const out = Buffer.allocUnsafe(method.length + 1 + target.length + HTTP11_EOL.length + raw.length - fieldsAt);
+  const out = Buffer.allocUnsafe(method.length + 1 + target.length + HTTP11_EOL.length + raw.end - raw.fieldsAt);
   let o = 0;
   for (let i = 0; i < method.length; i++) {
     const c = method.charCodeAt(i);
@@ -151,7 +160,7 @@ export function requestHeadWithFields(method: string, target: string, raw: Uint8
     out[o++] = c;
   }
   for (let i = 0; i < HTTP11_EOL.length; i++) out[o++] = HTTP11_EOL[i]!;
-  out.set(raw.subarray(fieldsAt), o);
+  copyBytes(raw.buf, raw.fieldsAt, raw.end, out, o);
   return out;
 }
 

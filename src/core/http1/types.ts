@@ -22,14 +22,18 @@ export interface ResponseHead {
 }
 
 /**
- * A head's bytes as received, kept so that a head nobody changed can be forwarded without serialising it again.
- * `fields` snapshots the parsed list: while the list still matches it, `bytes` from `fieldsAt` on say the same.
+ * Where a head lies in the bytes it was parsed from, kept so that a head nobody changed can be forwarded (and
+ * captured) without serialising it again. `fields` snapshots the parsed list: while the list still matches it,
+ * `buf[fieldsAt..end)` says the same. Offsets, not views: most heads are never looked at again.
  */
 export interface RawHead {
-  /** The whole head, start line to the empty line that ends it (CRLF throughout). */
-  bytes: Uint8Array;
-  /** Offset in `bytes` of the first field line (just past the start line). */
+  /** The bytes the head was parsed from (the head is buf[start..end), CRLF throughout). */
+  buf: Uint8Array;
+  start: number;
+  /** Offset in `buf` of the first field line (just past the start line). */
   fieldsAt: number;
+  /** Offset in `buf` just past the empty line that ends the head. */
+  end: number;
   /** Names and values as parsed, flat: name0, value0, name1, value1, ... */
   fields: string[];
 }

@@ -2,7 +2,7 @@ import type { Socket } from "bun";
 import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
 import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
-import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
@@ -77,8 +77,6 @@ export class HttpSession implements UpstreamOwner {
   private reqState: ReqState = "idle";
   private reqDecoder: BodyDecoder | null = null;
   private reqFraming: Framing = { kind: "none" };
-  /** The current request's head as received: forwarded as it is (with a new request line) if nobody changed it. */
-  private reqRaw: RawHead | null = null;
   private reqChunkedOut = false;
   private reqParts: Uint8Array[] = [];
   private reqPartsSize = 0;
@@ -279,8 +277,8 @@ export class HttpSession implements UpstreamOwner {
     }
     const framing = requestFraming(head);
     this.reqFraming = framing;
-    this.reqRaw = head.raw ?? null;
     const flow = new Flow(this.client, { method: head.method, scheme, host, port, path, version: head.version, headers: head.headers, body: null }, this.ctx.bodyLimit);
+    flow.reqRaw = head.raw ?? null;
     this.flow = flow;
     this.clientKeepAlive = wantsKeepAlive(head.version, head.headers);
     this.expectContinue = hasToken(head.headers, "expect", "100-continue");
@@ -447,7 +445,7 @@ export class HttpSession implements UpstreamOwner {
     this.resBuf = EMPTY;
     const r = flow.request;
     const body = r.body;
-    let head = body === null && !flow.websocket ? this.requestHeadAsReceived(r.method, r.path, r.headers) : null;
+    let head = body === null && !flow.websocket ? this.requestHeadAsReceived(flow) : null;
     if (head === null) {
       try {
         head = this.rebuildRequestHead(flow);
@@ -482,12 +480,13 @@ export class HttpSession implements UpstreamOwner {
    * The request head as received, with a request line for the upstream, when the pipeline left the fields as
    * they were and they hold nothing a proxy must rewrite (see forwardableAsIs); else null.
    */
-  private requestHeadAsReceived(method: string, path: string, headers: HeaderList): Uint8Array | null {
-    const raw = this.reqRaw;
-    if (raw === null || !unchangedFields(headers, raw.fields)) return null;
+  private requestHeadAsReceived(flow: Flow): Uint8Array | null {
+    const raw = flow.reqRaw;
+    const r = flow.request;
+    if (raw === null || !unchangedFields(r.headers, raw.fields)) return null;
     const chunked = this.reqDecoder instanceof ChunkedDecoder;
-    if (!forwardableAsIs(headers, chunked ? CHUNKED : this.reqFraming, true)) return null;
-    const head = requestHeadWithFields(method, path, raw.bytes, raw.fieldsAt);
+    if (!forwardableAsIs(r.headers, chunked ? CHUNKED : this.reqFraming, true)) return null;
+    const head = requestHeadWithFields(r.method, r.path, raw);
     if (head !== null) this.reqChunkedOut = chunked;
     return head;
   }
@@ -579,6 +578,7 @@ export class HttpSession implements UpstreamOwner {
       }
       this.resFraming = framing;
       this.resHead = head;
+      flow.resRaw = head.raw ?? null;
       this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
       flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
       if (!wantsKeepAlive(head.version, head.headers)) this.upstreamReusable = false;
@@ -692,7 +692,7 @@ export class HttpSession implements UpstreamOwner {
     if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false)) return false;
     this.resChunkedOut = kind === "chunked";
     this.resHeadSent = true;
-    this.ep.write(raw.bytes);
+    this.ep.write(raw.buf.subarray(raw.start, raw.end));
     return true;
   }
 
