@@ -184,10 +184,25 @@ export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
+/**
+ * The parts joined. Parts that lie back to back in one buffer (a response head and the body that came in the same
+ * read, say) are joined as one view of it, without copying.
+ */
 export function concatAll(parts: Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0]!;
-  let n = 0;
-  for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
+  if (parts.length === 0) return new Uint8Array(0);
+  const first = parts[0]!;
+  const buffer = first.buffer;
+  let n = first.length;
+  let next = first.byteOffset + n;
+  let adjacent = true;
+  for (let i = 1; i < parts.length; i++) {
+    const p = parts[i]!;
+    n += p.length;
+    if (adjacent && (p.byteOffset !== next || p.buffer !== buffer)) adjacent = false;
+    next += p.length;
+  }
+  if (adjacent) return new Uint8Array(buffer, first.byteOffset, n);
   // every byte is written below: no zero-filling
   const out = Buffer.allocUnsafe(n);
   let o = 0;
