@@ -38,6 +38,16 @@ export const SP = 0x20;
 export const HT = 0x09;
 export const COLON = 0x3a;
 
+/**
+ * Index of the first LF in buf at or after `from`, or -1. Head lines are short: a JS loop finds their ends
+ * without a native call per line; past 64 bytes (a long cookie, say) Buffer's native search takes over.
+ */
+export function indexOfLF(buf: Uint8Array, from: number): number {
+  const stop = Math.min(buf.length, from + 64);
+  for (let i = from; i < stop; i++) if (buf[i] === LF) return i;
+  return stop === buf.length ? -1 : buf.indexOf(LF, stop);
+}
+
 type Latin1Slice = (this: Uint8Array, start: number, end: number) => string;
 const nativeLatin1Slice = (Buffer.prototype as unknown as { latin1Slice?: Latin1Slice }).latin1Slice;
 

@@ -1,6 +1,6 @@
 // Field-line parsing shared by message heads and chunked trailers.
 
-import { COLON, FIELD, HT, LF, SP, TOKEN } from "./chars.ts";
+import { COLON, FIELD, HT, SP, TOKEN, indexOfLF } from "./chars.ts";
 import { HttpParseError, type HeaderList } from "./types.ts";
 
 /**
@@ -23,7 +23,7 @@ export function parseFieldLines(
 ): boolean {
   let repaired = false;
   for (;;) {
-    const le = buf.indexOf(LF, p) - 1; // index of the CR ending this line
+    const le = indexOfLF(buf, p) - 1; // index of the CR ending this line
     if (le === p) return repaired; // empty line
     const c = buf[p];
     if (c === SP || c === HT) {

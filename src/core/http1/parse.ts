@@ -2,7 +2,7 @@
 // Everything here is a pure function over bytes; nothing touches sockets.
 
 import { isIPv6 } from "node:net";
-import { CR, FIELD, LF, METHOD, SP, TARGET, TOKEN, latin1Decode } from "./chars.ts";
+import { CR, FIELD, LF, METHOD, SP, TARGET, TOKEN, indexOfLF, latin1Decode } from "./chars.ts";
 import { parseFieldLines } from "./fields.ts";
 import {
   HttpParseError,
@@ -38,7 +38,7 @@ function skipLeadingEmptyLines(buf: Uint8Array): number {
 function findHeadEnd(buf: Uint8Array, start: number, maxHead: number, errorStatus: number): number {
   let lineStart = start;
   for (;;) {
-    const lf = buf.indexOf(LF, lineStart);
+    const lf = indexOfLF(buf, lineStart);
     if (lf === -1) break;
     if (buf[lf - 1] !== CR) { // also catches an LF at lineStart (the byte before is LF or nothing)
       throw new HttpParseError("bare LF in message head", errorStatus);
@@ -119,7 +119,7 @@ export function parseRequestHead(
   if (end === -1) return null;
 
   const str = latin1Decode(buf, start, end);
-  const lineEnd = buf.indexOf(LF, start) - 1;
+  const lineEnd = indexOfLF(buf, start) - 1;
 
   // method SP
   let p = start;
@@ -181,7 +181,7 @@ export function parseResponseHead(
   if (end === -1) return null;
 
   const str = latin1Decode(buf, start, end);
-  const lineEnd = buf.indexOf(LF, start) - 1;
+  const lineEnd = indexOfLF(buf, start) - 1;
 
   let p = start;
   const version = matchVersion(buf, p);
