@@ -353,6 +353,25 @@ describe("raw heads (kept for forwarding a head nobody changed)", () => {
 });
 
 describe("parseTarget", () => {
+  test("back-to-back targets on one authority give the same answers as fresh parses (the last authority is remembered)", () => {
+    const seq = ["http://a.test:8080/x", "http://a.test:8080?q=1", "http://a.test:8080", "http://a.test:8080#f", "http://a.test:8080/y/z"];
+    const got = seq.map((t) => parseTarget("GET", t));
+    expect(got.map((t) => [t.form, t.scheme, t.host, t.port, t.path])).toEqual([
+      ["absolute", "http", "a.test", 8080, "/x"],
+      ["absolute", "http", "a.test", 8080, "/?q=1"],
+      ["absolute", "http", "a.test", 8080, "/"],
+      ["absolute", "http", "a.test", 8080, "/#f"],
+      ["absolute", "http", "a.test", 8080, "/y/z"],
+    ]);
+    // a longer authority that starts with the remembered one is parsed afresh
+    expect(errorStatus(() => parseTarget("GET", "http://a.test:80801/y"))).toBe(400);
+    expect(errorStatus(() => parseTarget("GET", "http://a.test:8080.evil/p"))).toBe(400);
+    parseTarget("GET", "http://a.test:8080/x");
+    expect(errorStatus(() => parseTarget("GET", "http://a.test:8080@evil/p"))).toBe(400);
+    expect(parseTarget("GET", "http://a.test:80").port).toBe(80);
+    expect(parseTarget("GET", "http://a.test:8080/x").port).toBe(8080);
+  });
+
   test("origin-form", () => {
     expect(parseTarget("GET", "/a/b?c=d")).toEqual({ form: "origin", path: "/a/b?c=d" });
     expect(parseTarget("GET", "/")).toEqual({ form: "origin", path: "/" });

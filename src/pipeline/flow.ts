@@ -76,9 +76,17 @@ export function defaultPort(scheme: Scheme): number {
   return scheme === "https" ? 443 : 80;
 }
 
+/** The last hostPort() answer: a proxy mostly talks to a few hosts, often one. */
+let lastHP = { scheme: "", host: "", port: 0, value: "" };
+
+/** `host[:port]` for a URL or a Host header: IPv6 in brackets, the scheme's default port left out. */
 export function hostPort(scheme: Scheme, host: string, port: number): string {
+  const last = lastHP;
+  if (port === last.port && host === last.host && scheme === last.scheme) return last.value;
   const h = host.includes(":") ? `[${host}]` : host;
-  return port === defaultPort(scheme) ? h : `${h}:${port}`;
+  const value = port === defaultPort(scheme) ? h : `${h}:${port}`;
+  lastHP = { scheme, host, port, value };
+  return value;
 }
 
 /**

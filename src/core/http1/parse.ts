@@ -278,6 +278,9 @@ function parseAuthority(a: string, defaultPort: number | null): { host: string; 
   return { host, port };
 }
 
+/** The `scheme://authority` of the last absolute-form target parsed, and what it gave. */
+let lastAbsolute: { prefix: string; scheme: TargetScheme; host: string; port: number } = { prefix: "", scheme: "http", host: "", port: 0 };
+
 /**
  * Classify and split a request target. CONNECT requires authority-form `host:port`; `*` is only
  * valid for OPTIONS; absolute-form accepts http, https, ws and wss (scheme returned lowercase).
@@ -292,6 +295,15 @@ export function parseTarget(method: string, target: string): ParsedTarget {
   if (target === "*") {
     if (method !== "OPTIONS") targetError("asterisk-form is only allowed for OPTIONS");
     return { form: "asterisk", path: "*" };
+  }
+  const c = lastAbsolute;
+  const n = c.prefix.length;
+  if (n > 0 && target.length >= n && target.startsWith(c.prefix)) {
+    // the same scheme://authority as the last absolute-form target (a client mostly talks to one host)
+    const next = target.charCodeAt(n);
+    if (target.length === n) return { form: "absolute", scheme: c.scheme, host: c.host, port: c.port, path: "/" };
+    if (next === 0x2f) return { form: "absolute", scheme: c.scheme, host: c.host, port: c.port, path: target.slice(n) };
+    if (next === 0x3f || next === 0x23) return { form: "absolute", scheme: c.scheme, host: c.host, port: c.port, path: "/" + target.slice(n) };
   }
   const sep = target.indexOf("://");
   if (sep <= 0) targetError("invalid request target");
@@ -308,6 +320,7 @@ export function parseTarget(method: string, target: string): ParsedTarget {
   const authority = target.slice(aStart, aEnd);
   if (authority.includes("@")) targetError("userinfo in request target");
   const { host, port } = parseAuthority(authority, DEFAULT_PORTS[s]);
+  lastAbsolute = { prefix: target.slice(0, aEnd), scheme: s, host, port };
   let path = target.slice(aEnd);
   if (path === "") path = "/";
   else if (path.charCodeAt(0) !== 0x2f) path = "/" + path;

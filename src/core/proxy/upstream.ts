@@ -61,7 +61,18 @@ export class UpstreamConn {
   }
 }
 
+/** The last keyOf() answer (most requests go where the previous one went). */
+let lastKey = { scheme: "", host: "", port: 0, servername: undefined as string | undefined, key: "" };
+
 function keyOf(t: UpstreamTarget): string {
+  const last = lastKey;
+  if (t.port === last.port && t.host === last.host && t.scheme === last.scheme && t.servername === last.servername) return last.key;
+  const key = keyFor(t);
+  lastKey = { scheme: t.scheme, host: t.host, port: t.port, servername: t.servername, key };
+  return key;
+}
+
+function keyFor(t: UpstreamTarget): string {
   return `${t.scheme}://${t.host}:${t.port}${t.scheme === "https" ? `#${t.servername ?? t.host}` : ""}`;
 }
 
