@@ -1,11 +1,12 @@
 import { describe, expect, test } from "bun:test";
-import { HttpParseError, parseRequestHead, parseResponseHead, parseTarget } from "../src/core/http1/index.ts";
+import { HttpParseError, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../src/core/http1/index.ts";
+import { F_CONNECTION, F_CONTENT_LENGTH, F_EXPECT, F_HOST, F_OTHER_HOP, F_TRANSFER_ENCODING, F_UPGRADE } from "../src/core/http1/fields.ts";
 
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, "latin1"));
 
-/** A parsed head without its `raw` bytes (checked on their own below). */
-function fieldsOf<T extends { raw?: unknown }>(head: T): Omit<T, "raw"> {
-  const { raw: _raw, ...rest } = head;
+/** A parsed head without its `raw` bytes and `present` bits (checked on their own below). */
+function fieldsOf<T extends { raw?: unknown; present?: number }>(head: T): Omit<T, "raw" | "present"> {
+  const { raw: _raw, present: _present, ...rest } = head;
   return rest;
 }
 
@@ -349,6 +350,55 @@ describe("raw heads (kept for forwarding a head nobody changed)", () => {
     expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\n\r\n"))!.head.raw).toBeNull();
     expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A : one\r\n\r\n"))!.head.raw).toBeNull();
     expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n\r\n"))!.head.raw).not.toBeNull();
+  });
+});
+
+describe("present: the framing and hop-by-hop fields a head holds, found while parsing", () => {
+  const presentOf = (fields: string) => parseRequestHead(bytes(`GET / HTTP/1.1\r\n${fields}\r\n`))!.head.present;
+
+  test("one bit per name, whatever its casing; other names set none", () => {
+    expect(presentOf("")).toBe(0);
+    expect(presentOf("Accept: */*\r\nX-Host: a\r\nContent-Type: x\r\nHosts: b\r\n")).toBe(0);
+    expect(presentOf("HOST: a\r\n")).toBe(F_HOST);
+    expect(presentOf("content-LENGTH: 1\r\n")).toBe(F_CONTENT_LENGTH);
+    expect(presentOf("Transfer-Encoding: chunked\r\n")).toBe(F_TRANSFER_ENCODING);
+    expect(presentOf("Connection: close\r\nExpect: 100-continue\r\nUpgrade: websocket\r\n")).toBe(F_CONNECTION | F_EXPECT | F_UPGRADE);
+    for (const name of ["Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer"]) {
+      expect(presentOf(`${name}: x\r\n`)).toBe(F_OTHER_HOP);
+    }
+  });
+
+  test("a response's bits leave out the repair flag", () => {
+    expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 0\r\n\r\n"))!.head.present).toBe(F_CONTENT_LENGTH);
+  });
+
+  test("framing decided with the bits is the framing decided by scanning the list", () => {
+    const requests = [
+      "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\ncontent-length: 12\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ];
+    for (const r of requests) {
+      const head = parseRequestHead(bytes(r))!.head;
+      expect(requestFraming(head)).toEqual(requestFraming({ ...head, present: undefined }));
+    }
+    const responses = [
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nX: y\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+      "HTTP/1.1 204 No Content\r\n\r\n",
+    ];
+    for (const r of responses) {
+      const head = parseResponseHead(bytes(r))!.head;
+      expect(responseFraming("GET", head)).toEqual(responseFraming("GET", { ...head, present: undefined }));
+    }
+    const bad = parseRequestHead(bytes("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n"))!.head;
+    expect(errorStatus(() => requestFraming(bad))).toBe(400);
+    const conflict = parseRequestHead(bytes("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"))!.head;
+    expect(errorStatus(() => requestFraming(conflict))).toBe(400);
   });
 });
 

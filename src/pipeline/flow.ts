@@ -125,6 +125,8 @@ export class Flow {
   /** The request and final response heads as received (see RawHead), for forwarding and capturing them as they are. */
   reqRaw: RawHead | null = null;
   resRaw: RawHead | null = null;
+  /** Which framing and hop-by-hop fields the request head held as parsed (see RequestHead.present). */
+  reqPresent: number | undefined = undefined;
   /** Called by the core if the client goes away while an addon holds the flow (intercepts). */
   onClientGone: (() => void) | null = null;
 

@@ -3,6 +3,52 @@
 import { COLON, FIELD, HT, SP, TOKEN, indexOfLF } from "./chars.ts";
 import { HttpParseError, type HeaderList } from "./types.ts";
 
+// Which framing and hop-by-hop fields a head holds, found while its lines are parsed (one bit per name), so that
+// framing, keep-alive and forwarding decisions need not scan the list again for names that are not there.
+export const F_HOST = 1;
+export const F_CONTENT_LENGTH = 2;
+export const F_TRANSFER_ENCODING = 4;
+export const F_CONNECTION = 8;
+export const F_EXPECT = 16;
+export const F_UPGRADE = 32;
+/** Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer. */
+export const F_OTHER_HOP = 64;
+/** Every hop-by-hop name (RFC 9110 7.6.1) but Transfer-Encoding. */
+export const F_HOP = F_CONNECTION | F_UPGRADE | F_OTHER_HOP;
+/** Set in parseFieldLines' answer when lenient parsing repaired a line (not a field). */
+export const F_REPAIRED = 1 << 30;
+
+const KNOWN: { name: string; bit: number }[][] = [];
+for (const [name, bit] of [
+  ["host", F_HOST],
+  ["content-length", F_CONTENT_LENGTH],
+  ["transfer-encoding", F_TRANSFER_ENCODING],
+  ["connection", F_CONNECTION],
+  ["expect", F_EXPECT],
+  ["upgrade", F_UPGRADE],
+  ["keep-alive", F_OTHER_HOP],
+  ["proxy-connection", F_OTHER_HOP],
+  ["proxy-authenticate", F_OTHER_HOP],
+  ["proxy-authorization", F_OTHER_HOP],
+  ["te", F_OTHER_HOP],
+  ["trailer", F_OTHER_HOP],
+] as const) {
+  (KNOWN[name.length] ??= []).push({ name, bit });
+}
+
+/** The F_ bit of the field name buf[p..end) (ASCII case ignored), 0 for any other name. */
+function fieldBit(buf: Uint8Array, p: number, end: number): number {
+  const candidates = KNOWN[end - p];
+  if (candidates === undefined) return 0;
+  for (let k = 0; k < candidates.length; k++) {
+    const name = candidates[k]!.name;
+    let i = 0;
+    while (i < name.length && (buf[p + i]! | 0x20) === name.charCodeAt(i)) i++;
+    if (i === name.length) return candidates[k]!.bit;
+  }
+  return 0;
+}
+
 /**
  * Parse the field lines between `p` and the empty line that ends the head (the head is known to be
  * complete and to use CRLF throughout). `str` is the latin1 decoding of buf[base..], so byte offset
@@ -10,7 +56,8 @@ import { HttpParseError, type HeaderList } from "./types.ts";
  *
  * In lenient mode (responses), obs-fold is unfolded into a single SP and whitespace between the
  * field name and the colon is removed, as RFC 9112 section 5 allows a proxy to do for responses.
- * Returns true when such a repair was made (the bytes then no longer say what the list says).
+ * Returns the F_ bits of the names seen, with F_REPAIRED when such a repair was made (the bytes then no longer
+ * say what the list says).
  */
 export function parseFieldLines(
   buf: Uint8Array,
@@ -20,16 +67,16 @@ export function parseFieldLines(
   headers: HeaderList,
   lenient: boolean,
   errorStatus: number,
-): boolean {
-  let repaired = false;
+): number {
+  let seen = 0;
   for (;;) {
     const le = indexOfLF(buf, p) - 1; // index of the CR ending this line
-    if (le === p) return repaired; // empty line
+    if (le === p) return seen; // empty line
     const c = buf[p];
     if (c === SP || c === HT) {
       if (!lenient) throw new HttpParseError("obsolete line folding in header", errorStatus);
       if (headers.length === 0) throw new HttpParseError("line folding before any header", errorStatus);
-      repaired = true;
+      seen |= F_REPAIRED;
       let v = p;
       while (v < le && (buf[v] === SP || buf[v] === HT)) v++;
       let ve = le;
@@ -42,7 +89,8 @@ export function parseFieldLines(
       }
     } else {
       const field = parseFieldLine(buf, str, base, p, le, lenient, errorStatus);
-      if (lenient && buf[p + field[0].length] !== COLON) repaired = true; // whitespace before the colon was dropped
+      if (lenient && buf[p + field[0].length] !== COLON) seen |= F_REPAIRED; // whitespace before the colon was dropped
+      seen |= fieldBit(buf, p, p + field[0].length);
       headers.push(field);
     }
     p = le + 2;

@@ -1,6 +1,7 @@
 // Helpers over HeaderList (wire order, original casing). Names compare case-insensitively.
 
 import type { Framing, HeaderList, HttpVersion } from "./types.ts";
+import { F_CONTENT_LENGTH, F_HOP, F_HOST, F_TRANSFER_ENCODING } from "./fields.ts";
 
 /** `a` equals `lowerB` (lower case) ignoring ASCII case, without allocating a lower-cased copy. */
 function same(a: string, lowerB: string): boolean {
@@ -158,7 +159,15 @@ export function unchangedFields(headers: HeaderList, fields: readonly string[]):
  * and those say exactly what `framing` says: one `Content-Length: <length>` for a length, one
  * `Transfer-Encoding: chunked` for chunked, neither for no body. With `needHost`, exactly one Host field too.
  */
-export function forwardableAsIs(headers: HeaderList, framing: Framing, needHost: boolean): boolean {
+export function forwardableAsIs(headers: HeaderList, framing: Framing, needHost: boolean, present?: number): boolean {
+  if (present !== undefined) {
+    // what the parser saw in this very list (the caller checked it is unchanged): most heads need no scan
+    if (present & F_HOP) return false;
+    if ((present & (F_CONTENT_LENGTH | F_TRANSFER_ENCODING)) === 0) {
+      // a request parser refuses a second Host, so the bit says "exactly one"
+      return framing.kind === "none" && (!needHost || (present & F_HOST) !== 0);
+    }
+  }
   let hosts = 0;
   let lengths = 0;
   let codings = 0;

@@ -3,7 +3,7 @@
 
 import { isIPv6 } from "node:net";
 import { CR, FIELD, LF, METHOD, SP, TARGET, TOKEN, indexOfLF, latin1Decode } from "./chars.ts";
-import { parseFieldLines } from "./fields.ts";
+import { F_CONTENT_LENGTH, F_HOST, F_REPAIRED, F_TRANSFER_ENCODING, parseFieldLines } from "./fields.ts";
 import {
   HttpParseError,
   type Framing,
@@ -147,19 +147,19 @@ export function parseRequestHead(
   }
 
   const headers: HeaderList = [];
-  parseFieldLines(buf, str, start, lineEnd + 2, headers, false, REQUEST_ERROR);
+  const present = parseFieldLines(buf, str, start, lineEnd + 2, headers, false, REQUEST_ERROR);
   const raw = rawHead(buf, start, end, lineEnd + 2, headers);
 
   // RFC 9112 3.2: more than one Host field line MUST be rejected.
   let hosts = 0;
-  for (let i = 0; i < headers.length; i++) {
+  for (let i = 0; i < headers.length && (present & F_HOST) !== 0; i++) {
     const n = headers[i][0];
     if (n.length === 4 && n.toLowerCase() === "host" && ++hosts > 1) {
       throw new HttpParseError("multiple Host headers", REQUEST_ERROR);
     }
   }
 
-  return { head: { method, target, version, headers, raw }, end };
+  return { head: { method, target, version, headers, raw, present }, end };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,9 +208,9 @@ export function parseResponseHead(
   }
 
   const headers: HeaderList = [];
-  const repaired = parseFieldLines(buf, str, start, lineEnd + 2, headers, true, RESPONSE_ERROR);
-  const raw = repaired ? null : rawHead(buf, start, end, lineEnd + 2, headers);
-  return { head: { version, status, reason, headers, raw }, end };
+  const seen = parseFieldLines(buf, str, start, lineEnd + 2, headers, true, RESPONSE_ERROR);
+  const raw = seen & F_REPAIRED ? null : rawHead(buf, start, end, lineEnd + 2, headers);
+  return { head: { version, status, reason, headers, raw, present: seen & ~F_REPAIRED }, end };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -359,7 +359,22 @@ function contentLength(headers: HeaderList, errorStatus: number): number | undef
   let length: number | undefined;
   for (let i = 0; i < headers.length; i++) {
     if (!isName(headers[i][0], "content-length")) continue;
-    for (const raw of headers[i][1].split(",")) {
+    const value = headers[i][1];
+    if (length === undefined && value.length > 0 && value.length <= 15) {
+      // the common case, one plain value: no list to split
+      let n = 0;
+      let j = 0;
+      for (; j < value.length; j++) {
+        const d = value.charCodeAt(j) - 0x30;
+        if (d < 0 || d > 9) break;
+        n = n * 10 + d;
+      }
+      if (j === value.length) {
+        length = n;
+        continue;
+      }
+    }
+    for (const raw of value.split(",")) {
       const part = raw.trim();
       if (part.length === 0) throw new HttpParseError("empty Content-Length", errorStatus);
       for (let j = 0; j < part.length; j++) {
@@ -384,7 +399,9 @@ function contentLength(headers: HeaderList, errorStatus: number): number | undef
  * HttpParseError(501) for any transfer coding other than a single chunked.
  */
 export function requestFraming(head: RequestHead): Framing {
-  const codings = transferCodings(head.headers, REQUEST_ERROR);
+  const present = head.present;
+  if (present !== undefined && (present & (F_CONTENT_LENGTH | F_TRANSFER_ENCODING)) === 0) return { kind: "none" };
+  const codings = present !== undefined && (present & F_TRANSFER_ENCODING) === 0 ? null : transferCodings(head.headers, REQUEST_ERROR);
   if (codings !== null) {
     if (head.version === "HTTP/1.0") throw new HttpParseError("Transfer-Encoding in HTTP/1.0 request", REQUEST_ERROR);
     for (let i = 0; i < head.headers.length; i++) {
@@ -419,9 +436,10 @@ export function responseFraming(requestMethod: string, head: ResponseHead): Fram
   const status = head.status;
   if (requestMethod === "HEAD" || status < 200 || status === 204 || status === 304) return { kind: "none" };
   if (requestMethod === "CONNECT" && status < 300) return { kind: "none" };
-  let codings: string[] | null;
+  const present = head.present;
+  let codings: string[] | null = null;
   try {
-    codings = transferCodings(head.headers, RESPONSE_ERROR);
+    if (present === undefined || (present & F_TRANSFER_ENCODING) !== 0) codings = transferCodings(head.headers, RESPONSE_ERROR);
   } catch {
     return { kind: "close" }; // garbage coding: cannot be chunked, read until close
   }
@@ -431,6 +449,7 @@ export function responseFraming(requestMethod: string, head: ResponseHead): Fram
     if (last >= 0 && codings[last] === "chunked" && codings.indexOf("chunked") === last) return { kind: "chunked" };
     return { kind: "close" };
   }
+  if (present !== undefined && (present & F_CONTENT_LENGTH) === 0) return { kind: "close" };
   const length = contentLength(head.headers, RESPONSE_ERROR);
   if (length !== undefined) return { kind: "length", length };
   return { kind: "close" };

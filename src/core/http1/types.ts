@@ -10,6 +10,8 @@ export interface RequestHead {
   headers: HeaderList;
   /** The head as received (set by the parser). */
   raw?: RawHead | null;
+  /** Which framing and hop-by-hop fields `headers` held as parsed (F_ bits of fields.ts); unset: unknown. */
+  present?: number;
 }
 
 export interface ResponseHead {
@@ -19,6 +21,8 @@ export interface ResponseHead {
   headers: HeaderList;
   /** The head as received (set by the parser; null when lenient parsing repaired it). */
   raw?: RawHead | null;
+  /** Which framing and hop-by-hop fields `headers` held as parsed (F_ bits of fields.ts); unset: unknown. */
+  present?: number;
 }
 
 /**

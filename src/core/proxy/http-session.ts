@@ -3,6 +3,7 @@ import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, par
 import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { F_CONNECTION, F_EXPECT, F_UPGRADE } from "../http1/fields.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
@@ -279,10 +280,13 @@ export class HttpSession implements UpstreamOwner {
     this.reqFraming = framing;
     const flow = new Flow(this.client, { method: head.method, scheme, host, port, path, version: head.version, headers: head.headers, body: null }, this.ctx.bodyLimit);
     flow.reqRaw = head.raw ?? null;
+    flow.reqPresent = head.present;
     this.flow = flow;
-    this.clientKeepAlive = wantsKeepAlive(head.version, head.headers);
-    this.expectContinue = hasToken(head.headers, "expect", "100-continue");
-    flow.websocket = hasToken(head.headers, "upgrade", "websocket") && hasToken(head.headers, "connection", "upgrade");
+    // the parser says which of these fields are there at all (the Host fix above leaves them alone)
+    const present = head.present ?? -1;
+    this.clientKeepAlive = present & F_CONNECTION ? wantsKeepAlive(head.version, head.headers) : head.version === "HTTP/1.1";
+    this.expectContinue = present & F_EXPECT ? hasToken(head.headers, "expect", "100-continue") : false;
+    flow.websocket = present & F_UPGRADE ? hasToken(head.headers, "upgrade", "websocket") && hasToken(head.headers, "connection", "upgrade") : false;
     this.reqDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
     this.reqParts = [];
     this.reqPartsSize = 0;
@@ -485,7 +489,7 @@ export class HttpSession implements UpstreamOwner {
     const r = flow.request;
     if (raw === null || !unchangedFields(r.headers, raw.fields)) return null;
     const chunked = this.reqDecoder instanceof ChunkedDecoder;
-    if (!forwardableAsIs(r.headers, chunked ? CHUNKED : this.reqFraming, true)) return null;
+    if (!forwardableAsIs(r.headers, chunked ? CHUNKED : this.reqFraming, true, flow.reqPresent)) return null;
     const head = requestHeadWithFields(r.method, r.path, raw);
     if (head !== null) this.reqChunkedOut = chunked;
     return head;
@@ -581,7 +585,8 @@ export class HttpSession implements UpstreamOwner {
       flow.resRaw = head.raw ?? null;
       this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
       flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
-      if (!wantsKeepAlive(head.version, head.headers)) this.upstreamReusable = false;
+      const keepAlive = (head.present ?? -1) & F_CONNECTION ? wantsKeepAlive(head.version, head.headers) : head.version === "HTTP/1.1";
+      if (!keepAlive) this.upstreamReusable = false;
       this.resState = "hooks";
       this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
       return;
@@ -689,7 +694,7 @@ export class HttpSession implements UpstreamOwner {
     const kind = this.resFraming.kind;
     if (kind !== "length" && kind !== "chunked") return false;
     if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return false;
-    if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false)) return false;
+    if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false, parsed.present)) return false;
     this.resChunkedOut = kind === "chunked";
     this.resHeadSent = true;
     this.ep.write(raw.buf.subarray(raw.start, raw.end));
