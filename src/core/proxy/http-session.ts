@@ -2,7 +2,7 @@ import type { Socket } from "bun";
 import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
 import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
-import { HttpParseError, type Framing, type HeaderList, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { F_CONNECTION, F_EXPECT, F_UPGRADE } from "../http1/fields.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
@@ -607,6 +607,7 @@ export class HttpSession implements UpstreamOwner {
     if (flow.bufferResponse && this.resFraming.kind !== "none") {
       this.resState = "collect";
     } else {
+      if (this.sendWholeResponseAsReceived(flow)) return;
       // head and whatever body already arrived leave in one write
       this.ep.cork();
       this.sendResponseHead(flow, null);
@@ -687,17 +688,49 @@ export class HttpSession implements UpstreamOwner {
    * other hop-by-hop field. Returns false (nothing sent) otherwise.
    */
   private sendResponseHeadAsReceived(flow: Flow): boolean {
+    const raw = this.responseHeadAsReceived(flow);
+    if (raw === null) return false;
+    this.resChunkedOut = this.resFraming.kind === "chunked";
+    this.resHeadSent = true;
+    this.ep.write(raw.buf.subarray(raw.start, raw.end));
+    return true;
+  }
+
+  /** The upstream's head as it came, if it can go to the client so (see sendResponseHeadAsReceived), else null. */
+  private responseHeadAsReceived(flow: Flow): RawHead | null {
     const res = flow.response!;
     const parsed = this.resHead;
     const raw = parsed?.raw;
-    if (!parsed || !raw || parsed.version !== "HTTP/1.1" || res.status !== parsed.status || res.reason !== parsed.reason) return false;
+    if (!parsed || !raw || parsed.version !== "HTTP/1.1" || res.status !== parsed.status || res.reason !== parsed.reason) return null;
     const kind = this.resFraming.kind;
-    if (kind !== "length" && kind !== "chunked") return false;
-    if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return false;
-    if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false, parsed.present)) return false;
-    this.resChunkedOut = kind === "chunked";
+    if (kind !== "length" && kind !== "chunked") return null;
+    if (flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return null;
+    if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return null;
+    if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false, parsed.present)) return null;
+    return raw;
+  }
+
+  /**
+   * The common small response: its head can go as it came and its whole Content-Length body arrived right behind
+   * it in the same read. Both leave as that read's bytes (no views, no join), and the exchange ends here.
+   */
+  private sendWholeResponseAsReceived(flow: Flow): boolean {
+    const f = this.resFraming;
+    const body = this.resBuf;
+    if (f.kind !== "length" || body.length !== f.length || body.length === 0) return false;
+    const raw = this.responseHeadAsReceived(flow);
+    if (raw === null || raw.buf.length !== raw.end + body.length) return false;
+    this.ep.throttle = flow.throttleDown;
+    this.resChunkedOut = false;
     this.resHeadSent = true;
-    this.ep.write(raw.buf.subarray(raw.start, raw.end));
+    this.resState = "body";
+    this.resBuf = EMPTY;
+    this.resDecoder = null;
+    this.resBytes += body.length;
+    if (flow.capture) flow.resBody.add(body);
+    this.ep.write(raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
+    this.upstream?.ep.resume();
+    this.responseComplete(flow);
     return true;
   }
 
