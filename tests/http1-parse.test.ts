@@ -368,6 +368,13 @@ describe("present: the framing and hop-by-hop fields a head holds, found while p
     }
   });
 
+  test("a second Host field in any casing refuses the request (RFC 9112 3.2); responses may repeat it", () => {
+    for (const fields of ["Host: a\r\nHost: b\r\n", "HOST: a\r\nX: y\r\nhost: a\r\n"]) {
+      expect(() => parseRequestHead(bytes(`GET / HTTP/1.1\r\n${fields}\r\n`))).toThrow("multiple Host headers");
+    }
+    expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nHost: a\r\nHost: b\r\n\r\n"))!.head.headers.length).toBe(2);
+  });
+
   test("a response's bits leave out the repair flag", () => {
     expect(parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 0\r\n\r\n"))!.head.present).toBe(F_CONTENT_LENGTH);
   });

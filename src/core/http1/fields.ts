@@ -17,6 +17,8 @@ export const F_OTHER_HOP = 64;
 export const F_HOP = F_CONNECTION | F_UPGRADE | F_OTHER_HOP;
 /** Set in parseFieldLines' answer when lenient parsing repaired a line (not a field). */
 export const F_REPAIRED = 1 << 30;
+/** Set in parseFieldLines' answer when a second Host field was seen (not a field). */
+export const F_HOST_AGAIN = 1 << 29;
 
 const KNOWN: { name: string; bit: number }[][] = [];
 for (const [name, bit] of [
@@ -90,7 +92,9 @@ export function parseFieldLines(
     } else {
       const field = parseFieldLine(buf, str, base, p, le, lenient, errorStatus);
       if (lenient && buf[p + field[0].length] !== COLON) seen |= F_REPAIRED; // whitespace before the colon was dropped
-      seen |= fieldBit(buf, p, p + field[0].length);
+      const bit = fieldBit(buf, p, p + field[0].length);
+      if (bit & seen & F_HOST) seen |= F_HOST_AGAIN;
+      seen |= bit;
       headers.push(field);
     }
     p = le + 2;

@@ -3,7 +3,7 @@
 
 import { isIPv6 } from "node:net";
 import { CR, FIELD, LF, METHOD, SP, TARGET, TOKEN, indexOfLF, latin1Decode } from "./chars.ts";
-import { F_CONTENT_LENGTH, F_HOST, F_REPAIRED, F_TRANSFER_ENCODING, parseFieldLines } from "./fields.ts";
+import { F_CONTENT_LENGTH, F_HOST_AGAIN, F_REPAIRED, F_TRANSFER_ENCODING, parseFieldLines } from "./fields.ts";
 import {
   HttpParseError,
   type Framing,
@@ -147,17 +147,11 @@ export function parseRequestHead(
   }
 
   const headers: HeaderList = [];
-  const present = parseFieldLines(buf, str, start, lineEnd + 2, headers, false, REQUEST_ERROR);
-  const raw = rawHead(buf, start, end, lineEnd + 2, headers);
-
+  const seen = parseFieldLines(buf, str, start, lineEnd + 2, headers, false, REQUEST_ERROR);
   // RFC 9112 3.2: more than one Host field line MUST be rejected.
-  let hosts = 0;
-  for (let i = 0; i < headers.length && (present & F_HOST) !== 0; i++) {
-    const n = headers[i][0];
-    if (n.length === 4 && n.toLowerCase() === "host" && ++hosts > 1) {
-      throw new HttpParseError("multiple Host headers", REQUEST_ERROR);
-    }
-  }
+  if (seen & F_HOST_AGAIN) throw new HttpParseError("multiple Host headers", REQUEST_ERROR);
+  const present = seen & ~F_HOST_AGAIN;
+  const raw = rawHead(buf, start, end, lineEnd + 2, headers);
 
   return { head: { method, target, version, headers, raw, present }, end };
 }
@@ -210,7 +204,7 @@ export function parseResponseHead(
   const headers: HeaderList = [];
   const seen = parseFieldLines(buf, str, start, lineEnd + 2, headers, true, RESPONSE_ERROR);
   const raw = seen & F_REPAIRED ? null : rawHead(buf, start, end, lineEnd + 2, headers);
-  return { head: { version, status, reason, headers, raw, present: seen & ~F_REPAIRED }, end };
+  return { head: { version, status, reason, headers, raw, present: seen & ~(F_REPAIRED | F_HOST_AGAIN) }, end };
 }
 
 // ---------------------------------------------------------------------------------------------
