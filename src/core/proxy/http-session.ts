@@ -631,7 +631,7 @@ export class HttpSession implements UpstreamOwner {
     const res = flow.response!;
     this.ep.throttle = flow.throttleDown;
     const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || (res.status >= 100 && res.status < 200);
-    if (wholeBody === null && !noBody && this.sendResponseHeadAsReceived(flow)) return;
+    if (wholeBody === null && this.sendResponseHeadAsReceived(flow)) return;
     const headers = stripHopByHop(res.headers);
     this.resChunkedOut = false;
     let closeDelimited = false;
@@ -704,6 +704,7 @@ export class HttpSession implements UpstreamOwner {
     if (!parsed || !raw || parsed.version !== "HTTP/1.1" || res.status !== parsed.status || res.reason !== parsed.reason) return null;
     const kind = this.resFraming.kind;
     if (kind !== "length" && kind !== "chunked") return null;
+    // no body (HEAD, 1xx, 204, 304): sendResponseHead decides what such a head says
     if (flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return null;
     if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return null;
     if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false, parsed.present)) return null;
