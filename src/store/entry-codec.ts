@@ -25,7 +25,7 @@
  * - bytes: u32 n then n bytes; 0xFFFFFFFF is null.
  */
 import type { HeaderList, NewEntry, RawFields } from "./types.ts";
-import { latin1Decode } from "../core/http1/chars.ts";
+import { copyBytes, latin1Decode } from "../core/http1/chars.ts";
 import { parseFieldLines } from "../core/http1/fields.ts";
 import type { WireRow } from "./capture-protocol.ts";
 
@@ -406,16 +406,12 @@ export class BatchBuilder {
     }
   }
 
-  /** A header block as received: its bytes, copied (a JS loop for a short block: no view, no native call). */
+  /** A header block as received: its bytes, copied. */
   private rawFields(f: RawFields): void {
     const n = f.end - f.fieldsAt;
     this.reserve(4 + n);
     this.dv.setUint32(this.off, (H_RAW | n) >>> 0, true);
-    let o = this.off + 4;
-    const buf = this.buf;
-    const src = f.buf;
-    if (n > 512) buf.set(src.subarray(f.fieldsAt, f.end), o);
-    else for (let i = f.fieldsAt; i < f.end; i++) buf[o++] = src[i]!;
+    copyBytes(f.buf, f.fieldsAt, f.end, this.buf, this.off + 4);
     this.off += 4 + n;
   }
 

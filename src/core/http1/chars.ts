@@ -48,6 +48,15 @@ export function indexOfLF(buf: Uint8Array, from: number): number {
   return stop === buf.length ? -1 : buf.indexOf(LF, stop);
 }
 
+/** Copy src[from..to) into dst at `at`: a loop for a few hundred bytes (no view, no native call), else set(). */
+export function copyBytes(src: Uint8Array, from: number, to: number, dst: Uint8Array, at: number): void {
+  if (to - from > 512) {
+    dst.set(src.subarray(from, to), at);
+    return;
+  }
+  for (let i = from; i < to; i++) dst[at++] = src[i]!;
+}
+
 type Latin1Slice = (this: Uint8Array, start: number, end: number) => string;
 const nativeLatin1Slice = (Buffer.prototype as unknown as { latin1Slice?: Latin1Slice }).latin1Slice;
 

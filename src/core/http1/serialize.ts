@@ -1,6 +1,6 @@
 // HTTP/1.x head serialisation and chunked encoding.
 
-import { METHOD, TOKEN, latin1Encode } from "./chars.ts";
+import { METHOD, TOKEN, copyBytes, latin1Encode } from "./chars.ts";
 import type { RawHead, RequestHead, ResponseHead } from "./types.ts";
 
 const utf8 = new TextEncoder();
@@ -128,15 +128,6 @@ export function serializeRequestHead(head: RequestHead): Uint8Array {
 }
 
 const HTTP11_EOL = latin1Encode(" HTTP/1.1\r\n");
-
-/** Copy src[from..to) into dst at `at`: a loop for a few hundred bytes (no view, no native call), else set(). */
-export function copyBytes(src: Uint8Array, from: number, to: number, dst: Uint8Array, at: number): void {
-  if (to - from > 512) {
-    dst.set(src.subarray(from, to), at);
-    return;
-  }
-  for (let i = from; i < to; i++) dst[at++] = src[i]!;
-}
 
 /**
  * A request head made of a new request line and the field lines of `raw` as received (CRLF throughout, already

@@ -702,10 +702,9 @@ export class HttpSession implements UpstreamOwner {
     const parsed = this.resHead;
     const raw = parsed?.raw;
     if (!parsed || !raw || parsed.version !== "HTTP/1.1" || res.status !== parsed.status || res.reason !== parsed.reason) return null;
+    // a response without a body (HEAD, 1xx, 204, 304) is framed "none": sendResponseHead decides what its head says
     const kind = this.resFraming.kind;
     if (kind !== "length" && kind !== "chunked") return null;
-    // no body (HEAD, 1xx, 204, 304): sendResponseHead decides what such a head says
-    if (flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return null;
     if (flow.request.version !== "HTTP/1.1" || !this.clientKeepAlive || this.closeAfter || this.clientEnded) return null;
     if (!unchangedFields(res.headers, raw.fields) || !forwardableAsIs(res.headers, this.resFraming, false, parsed.present)) return null;
     return raw;
