@@ -3,7 +3,7 @@ import { AlreadyRunningError } from "../service/handshake.ts";
 import { TapwireService } from "../service/service.ts";
 import { VERSION } from "../version.ts";
 import { parseStartArgs, START_USAGE, UsageError } from "./args.ts";
-import { throttleCommand, THROTTLE_USAGE } from "../throttle/cli.ts";
+import { throttleCommand, THROTTLE_USAGE } from "../features/throttle/cli.ts";
 
 const USAGE = `tapwire ${VERSION}: a headless traffic-inspecting MITM proxy with a local management API
 

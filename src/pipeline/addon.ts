@@ -18,7 +18,7 @@ export interface ConnectInfo {
 
 /**
  * The one interface every feature implements (after mitmproxy's addons). The proxy core turns bytes into these
- * events; the pipeline calls them on every addon in one fixed order (see pipeline/order.ts).
+ * events; the pipeline calls them on every addon in one fixed order (the FEATURES list in the features folder's index.ts; pipeline/order.ts orders their addons).
  *
  * - `connect`: a CONNECT request arrived (before TLS); may set `tunnel`.
  * - `requestHeaders`: the request head is parsed; the body has not been read. Set `flow.bufferRequest` to get

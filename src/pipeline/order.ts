@@ -1,41 +1,17 @@
-import { captureFeature } from "../capture/feature.ts";
-import { ignoreHostsFeature } from "../ignore/feature.ts";
-import { breakpointsFeature } from "../breakpoints/feature.ts";
-import { mapLocalFeature } from "../map-local/feature.ts";
-import { mapRemoteFeature } from "../map-remote/feature.ts";
-import { throttleFeature } from "../throttle/feature.ts";
-import { websocketFeature } from "../websocket/feature.ts";
-import { mockFeature } from "../mock/feature.ts";
-import type { Feature, FeatureFactory } from "../service/feature.ts";
 import type { Addon } from "./addon.ts";
 
-/**
- * Every feature, in the one fixed order in which their addons see each flow. Request-phase hooks stop at the
- * first addon that answers a flow by itself (sets flow.response); response-phase hooks run on all of them, and
- * capture's recording step (its lastAddon) runs after everything else, so entries show what addons did.
- *
- *   capture        decides whether the flow is recorded (capture on, client not ignored)
- *   ignore-hosts   tunnels CONNECTs to ignored hosts; keeps plain-HTTP flows to them out of capture
- *   breakpoints    pauses flows at the request phase (breakpoints, intercept hosts) and the response phase
- *   map-local      answers from an inline body or a local file (later request hooks are skipped)
- *   map-remote     rewrites the destination just before the request goes upstream
- *   throttle       attaches bandwidth limits and delays (also to tunnels, via its connect hook)
- *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
- *   mock           the standalone mock listener (routes and a listener, no hook)
- *   capture-record (last) writes the finished flow to the capture store
- */
-export const FEATURES: readonly FeatureFactory[] = [
-  captureFeature,
-  ignoreHostsFeature,
-  breakpointsFeature,
-  mapLocalFeature,
-  mapRemoteFeature,
-  throttleFeature,
-  websocketFeature,
-  mockFeature,
-];
+/** What the ordering needs of a feature: its addon, and the one that runs after every other (capture's recorder). */
+export interface OrderedParts {
+  addon?: Addon;
+  lastAddon?: Addon;
+}
 
-export function orderedAddons(features: readonly Feature[]): Addon[] {
+/**
+ * The addons of the given features, in the features' order, followed by their last-addons in the same order.
+ * The order itself (which feature comes where, and why) is the FEATURES list in the features folder's index.ts; the service
+ * composes the two.
+ */
+export function orderedAddons(features: readonly OrderedParts[]): Addon[] {
   const first = features.flatMap((f) => (f.addon ? [f.addon] : []));
   const last = features.flatMap((f) => (f.lastAddon ? [f.lastAddon] : []));
   return [...first, ...last];

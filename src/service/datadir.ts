@@ -35,7 +35,7 @@ export const CAPTURE_DB = "capture.db";
 /**
  * Creates `<dataDir>/capture` (mode 0700) and returns the capture database's path in it. The database has its own
  * folder so that its writes (the -wal and -shm files change with every batch) do not wake the watcher on the data
- * directory (throttle-rules.json, src/throttle/rules-file.ts).
+ * directory (throttle-rules.json, src/features/throttle/rules-file.ts).
  *
  * Migration from the old layout (`<dataDir>/capture.db`): when that file exists and the new one does not, it is moved
  * with the files that go with it (-wal, -shm, and the writer's `.journal` folder, which holds entries not yet in the

@@ -1,5 +1,5 @@
 import type { RoutePlugin } from "../api/app.ts";
-import type { CaptureControl } from "../capture/control.ts";
+import type { CaptureControl } from "../features/capture/control.ts";
 import type { ProxyContext, WebSocketTap } from "../core/proxy/context.ts";
 import type { Addon } from "../pipeline/addon.ts";
 import type { Flow } from "../pipeline/flow.ts";
@@ -28,7 +28,7 @@ export interface FeatureContext {
 /**
  * One feature of tapwire (capture, ignore lists, breakpoints, map local, ...): its pipeline addon, its API route
  * group(s), and anything it runs on its own (a listener, a file watcher). Features are listed, in pipeline order,
- * in src/pipeline/order.ts.
+ * in src/features/index.ts.
  */
 export interface Feature {
   readonly name: string;

@@ -4,20 +4,21 @@ import { rootCertificates } from "node:tls";
 import { dirname } from "node:path";
 import type { Server } from "bun";
 import { buildApi, type ApiApp, type RoutePlugin } from "../api/app.ts";
-import type { CaptureAddon } from "../capture/addon.ts";
-import { CaptureControl } from "../capture/control.ts";
+import type { CaptureAddon } from "../features/capture/addon.ts";
+import { CaptureControl } from "../features/capture/control.ts";
 import { ClientLabeler } from "../core/proxy/client-label.ts";
 import type { ProxyContext } from "../core/proxy/context.ts";
 import { ProxyServer } from "../core/proxy/server.ts";
 import { UpstreamPool } from "../core/proxy/upstream.ts";
 import { loadOrCreateCASync, type CA } from "../core/tls/ca.ts";
 import { LeafCertCache } from "../core/tls/leaf.ts";
-import { healthRoutes } from "../health/routes.ts";
-import { FEATURES, orderedAddons } from "../pipeline/order.ts";
+import { healthRoutes } from "../features/health/routes.ts";
+import { FEATURES } from "../features/index.ts";
+import { orderedAddons } from "../pipeline/order.ts";
 import { Pipeline } from "../pipeline/pipeline.ts";
 import { CaptureStore } from "../store/capture-store.ts";
-import { replayEntry } from "../traffic/replay.ts";
-import { trafficRoutes } from "../traffic/routes.ts";
+import { replayEntry } from "../features/traffic/replay.ts";
+import { trafficRoutes } from "../features/traffic/routes.ts";
 import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -40,7 +41,7 @@ export class TapwireService {
   store!: CaptureStore;
   ca!: CA;
   proxyCtx!: ProxyContext;
-  /** Every feature, in pipeline order (src/pipeline/order.ts). */
+  /** Every feature, in pipeline order (src/features/index.ts). */
   features: Feature[] = [];
   private proxy: ProxyServer | null = null;
   private api: Server<unknown> | null = null;

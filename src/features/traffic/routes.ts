@@ -1,0 +1,136 @@
+import { Elysia, t } from "elysia";
+import { notFound } from "../../api/errors.ts";
+import type { ListQuery } from "../../store/types.ts";
+import { diffEntries } from "./diff.ts";
+import { toCurl } from "./export-curl.ts";
+import { toRaw } from "./export-raw.ts";
+import type { ReplayResult } from "./replay.ts";
+import type { CaptureStore } from "../../store/capture-store.ts";
+import type { EntryDetail } from "../../store/types.ts";
+
+const Pair = t.Tuple([t.String(), t.String()]);
+const Int = (description: string, min?: number) => t.Optional(t.Numeric({ description, ...(min !== undefined ? { minimum: min } : {}), multipleOf: 1 }));
+
+export const TrafficQuery = t.Object({
+  limit: Int("page size; default 50, capped at 500; 0 returns no items but the total", 0),
+  offset: Int("default 0", 0),
+  host: t.Optional(t.String({ description: "substring of the host, case-insensitive" })),
+  method: t.Optional(t.String({ description: "exact method, case-insensitive" })),
+  status: Int("exact status code (sets both status_min and status_max)"),
+  status_min: Int("lowest status code"),
+  status_max: Int("highest status code"),
+  path: t.Optional(t.String({ description: "substring of the URL path (without the query string)" })),
+  search: t.Optional(t.String({ description: "substring search across the URL and the decoded request and response bodies, case-insensitive" })),
+  has_error: t.Optional(t.BooleanString({ description: "true: status >= 400 only; false: status < 400 only" })),
+  since_id: Int("only entries with id > since_id; switches the default order to oldest first"),
+  since: Int("only entries with timestamp >= since (ms since epoch)"),
+  order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "extension: id order; default desc (newest first), asc when since_id is given" })),
+});
+
+const summaryFields = {
+  id: t.Integer(),
+  method: t.String(),
+  url: t.String(),
+  host: t.String(),
+  status_code: t.Integer(),
+  content_type: t.String(),
+  duration_ms: t.Integer(),
+  timestamp: t.Integer(),
+  client_addr: t.String(),
+  has_response: t.Boolean(),
+  error: t.Optional(t.String()),
+};
+
+export const EntrySummary = t.Object(summaryFields, { additionalProperties: true });
+
+const TrafficList = t.Object({ items: t.Array(EntrySummary), total: t.Integer(), offset: t.Integer(), limit: t.Integer() });
+
+/** Detail form; extra fields recorded by addons (map_local_rule, original_url, reason, ...) pass through. */
+const EntryDetailSchema = t.Object(
+  {
+    ...summaryFields,
+    req_headers: t.Array(Pair),
+    req_body: t.String(),
+    res_headers: t.Array(Pair),
+    res_body: t.String(),
+    req_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
+    res_body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
+    req_body_size: t.Integer(),
+    res_body_size: t.Integer(),
+    req_body_truncated: t.Boolean(),
+    res_body_truncated: t.Boolean(),
+    req_body_decoded_from: t.String(),
+    res_body_decoded_from: t.String(),
+  },
+  { additionalProperties: true },
+);
+
+const ReplaySchema = t.Object({
+  id: t.Union([t.Integer(), t.Null()], { description: "the new entry's id (null when capture is off)" }),
+  status_code: t.Integer(),
+  reason: t.String(),
+  headers: t.Array(Pair),
+  body: t.String(),
+  body_encoding: t.Union([t.Literal("utf8"), t.Literal("base64")]),
+  duration_ms: t.Integer(),
+  replay_of: t.Integer(),
+});
+
+const IdParam = t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }) });
+
+export interface TrafficDeps {
+  store: CaptureStore;
+  replay(entry: EntryDetail): Promise<ReplayResult>;
+}
+
+/** Spec 4.2: captured traffic. */
+export function trafficRoutes(d: TrafficDeps) {
+  const tags = ["traffic"];
+  const entry = async (id: number): Promise<EntryDetail> => {
+    const e = await d.store.get(id);
+    if (!e) throw notFound(`no traffic entry ${id}`);
+    return e;
+  };
+  const text = (body: string) => new Response(body, { headers: { "content-type": "text/plain; charset=utf-8" } });
+  return new Elysia({ name: "traffic", prefix: "/api/v1/traffic" })
+    .get("/", ({ query }) => d.store.list(query as ListQuery), {
+      query: TrafficQuery,
+      response: TrafficList,
+      detail: { tags, summary: "List captured entries (newest first; oldest first with since_id)" },
+    })
+    .delete(
+      "/",
+      async ({ set }) => {
+        await d.store.clear();
+        set.status = 204;
+      },
+      { detail: { tags, summary: "Drop every entry (204)" } },
+    )
+    .get("/:id", ({ params }) => entry(params.id), { params: IdParam, response: EntryDetailSchema, detail: { tags, summary: "One entry with headers and bodies" } })
+    .delete(
+      "/:id",
+      async ({ params, set }) => {
+        if (!(await d.store.delete(params.id))) throw notFound(`no traffic entry ${params.id}`);
+        set.status = 204;
+      },
+      { params: IdParam, detail: { tags, summary: "Delete one entry (204; 404 if missing)" } },
+    )
+    .get("/:id/export/curl", async ({ params }) => text(toCurl(await entry(params.id))), {
+      params: IdParam,
+      detail: { tags, summary: "A bash cURL command that reproduces the request (text/plain)" },
+    })
+    .get("/:id/export/raw", async ({ params }) => text(toRaw(await entry(params.id))), {
+      params: IdParam,
+      detail: { tags, summary: "The raw HTTP request and response (text/plain)" },
+    })
+    .post("/:id/replay", async ({ params }) => await d.replay(await entry(params.id)), {
+      params: IdParam,
+      body: t.Optional(t.Object({}, { additionalProperties: true })),
+      response: ReplaySchema,
+      detail: { tags, summary: "Re-send the request through the proxy pipeline; captured as a new entry" },
+    })
+    .get("/:id/diff/:id2", async ({ params }) => diffEntries(await entry(params.id), await entry(params.id2)), {
+      params: t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }), id2: t.Numeric({ minimum: 0, multipleOf: 1 }) }),
+      detail: { tags, summary: "Structured diff of two entries (layout in docs/api.md)" },
+    });
+}
