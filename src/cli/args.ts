@@ -18,7 +18,9 @@ export const START_USAGE = `usage: tapwire start [options]
   --intercept-timeout SECS  paused flows resume by themselves after this (default ${DEFAULTS.interceptTimeoutSec})
   --connect-timeout SECS    upstream connect timeout (default ${DEFAULTS.connectTimeoutSec})
   --idle-timeout SECS       upstream silence before the flow fails (default ${DEFAULTS.idleTimeoutSec})
-  --mock-port N             also start the mock listener on this port`;
+  --mock-port N             also start the mock listener on this port
+  --script-timeout MS       time limit of one script execution (default ${DEFAULTS.scriptTimeoutMs})
+  --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)`;
 
 function int(name: string, v: string | undefined, def: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined) return def;
@@ -50,6 +52,8 @@ export function parseStartArgs(argv: string[], env: Record<string, string | unde
         "connect-timeout": { type: "string" },
         "idle-timeout": { type: "string" },
         "mock-port": { type: "string" },
+        "script-timeout": { type: "string" },
+        "script-memory": { type: "string" },
       },
     }));
   } catch (e) {
@@ -70,5 +74,7 @@ export function parseStartArgs(argv: string[], env: Record<string, string | unde
     connectTimeoutSec: int("connect-timeout", values["connect-timeout"], DEFAULTS.connectTimeoutSec, 1),
     idleTimeoutSec: int("idle-timeout", values["idle-timeout"], DEFAULTS.idleTimeoutSec, 1),
     mockPort: values["mock-port"] === undefined ? null : int("mock-port", values["mock-port"], 9100, 0, 65535),
+    scriptTimeoutMs: int("script-timeout", values["script-timeout"], DEFAULTS.scriptTimeoutMs, 10, 600_000),
+    scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),
   };
 }

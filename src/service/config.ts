@@ -23,6 +23,10 @@ export interface ServiceConfig {
   idleTimeoutSec: number;
   /** Start the mock listener at launch on this port (null = not started). */
   mockPort: number | null;
+  /** Time limit of one script execution, ms. Default 1,000. */
+  scriptTimeoutMs: number;
+  /** Memory limit of one script execution's runtime, bytes. Default 64 MiB. */
+  scriptMemoryBytes: number;
 }
 
 export const DEFAULTS = {
@@ -34,4 +38,6 @@ export const DEFAULTS = {
   interceptTimeoutSec: 300,
   connectTimeoutSec: 10,
   idleTimeoutSec: 60,
+  scriptTimeoutMs: 1000,
+  scriptMemoryBytes: 64 * 1024 * 1024,
 } as const;
