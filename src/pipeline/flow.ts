@@ -109,6 +109,12 @@ export class Flow {
   bufferRequest = false;
   /** Ask the core to read the whole response body before the `response` hooks and before sending it on. */
   bufferResponse = false;
+  /**
+   * When set, a buffered response body larger than this is not held: what was read goes on to the client and the
+   * rest streams, and the `response` hooks then see `response.body === null` (a soft limit for addons that can do
+   * without the body, such as response scripts). Unset: a body past the core's maximum fails the flow (502).
+   */
+  bufferResponseMax: number | null = null;
   /** Set by the core when the response was produced by an addon, not by the upstream. */
   answeredByAddon = false;
   /** True when the flow is a WebSocket upgrade. */

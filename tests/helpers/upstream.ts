@@ -28,7 +28,7 @@ export interface Upstream {
 
 /**
  * Real upstream servers on loopback (HTTP and HTTPS with a test CA), recording every request.
- * Routes: /echo (JSON of what arrived), /bytes?n=N (N bytes, streamed in 64 KiB chunks), /chunked (a streamed
+ * Routes: /echo (JSON of what arrived), /bytes?n=N (N bytes, streamed in 64 KiB chunks; &chunked=1 without a length), /chunked (a streamed
  * body without length), /gzip (gzip-encoded JSON), /status/CODE, /sink (counts the request body), /head-test.
  */
 export function startUpstream(): Upstream {
@@ -59,7 +59,8 @@ export function startUpstream(): Upstream {
             c.enqueue(take === chunk.length ? chunk : chunk.subarray(0, take));
           },
         }),
-        { headers: { "content-type": "application/octet-stream", "content-length": String(n) } },
+        // ?chunked=1: no Content-Length (the body is framed by chunked encoding)
+        { headers: url.searchParams.get("chunked") === "1" ? { "content-type": "application/octet-stream" } : { "content-type": "application/octet-stream", "content-length": String(n) } },
       );
     }
     if (p === "/chunked") {

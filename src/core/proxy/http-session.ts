@@ -755,8 +755,15 @@ export class HttpSession implements UpstreamOwner {
       done = false;
     }
     if (this.resState === "collect") {
-      for (const p of data) {
+      for (let i = 0; i < data.length; i++) {
+        const p = data[i]!;
         this.resPartsSize += p.length;
+        const soft = flow.bufferResponseMax;
+        if (soft !== null && this.resPartsSize > soft && soft <= this.ctx.maxBufferedBody) {
+          // past an addon's soft limit: stop holding the body, send what was read, stream the rest
+          this.resParts.push(p.slice());
+          return this.streamCollectedResponse(flow, data.slice(i + 1), done);
+        }
         if (this.resPartsSize > this.ctx.maxBufferedBody) {
           flow.error = `response body larger than ${this.ctx.maxBufferedBody} bytes cannot be held for an addon`;
           return this.failWith502(flow, flow.error);
@@ -772,6 +779,26 @@ export class HttpSession implements UpstreamOwner {
       if (flow.capture) flow.resBody.add(p);
       ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
     }
+    if (done) return this.responseComplete(flow);
+    if (!ok) this.upstream?.ep.pause();
+  }
+
+  /** A response being collected outgrew flow.bufferResponseMax: head and held parts go out, the rest streams. */
+  private streamCollectedResponse(flow: Flow, rest: Uint8Array[], done: boolean): void {
+    flow.bufferResponse = false;
+    this.ep.cork();
+    this.sendResponseHead(flow, null);
+    this.resState = "body";
+    const held = this.resParts;
+    this.resParts = [];
+    this.resBytes = 0;
+    let ok = true;
+    for (const p of held.concat(rest)) {
+      this.resBytes += p.length;
+      if (flow.capture) flow.resBody.add(p);
+      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+    }
+    this.ep.uncork();
     if (done) return this.responseComplete(flow);
     if (!ok) this.upstream?.ep.pause();
   }
