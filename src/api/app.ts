@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
-import { openapi } from "@elysiajs/openapi";
-import { ApiError, describeValidationError, errorBody } from "./errors.ts";
+import { toOpenAPISchema } from "@elysiajs/openapi";
+import { ApiError, BodyNotJson, describeValidationError, errorBody } from "./errors.ts";
 import { guardRequest, type GuardOptions } from "./guard.ts";
 import { docsPage } from "./docs-page.ts";
 
@@ -15,14 +15,40 @@ export interface ApiOptions extends GuardOptions {
 
 const TITLE = "tapwire management API";
 
+/** What the parse hook returns for an absent or blank body (a hook must return something once it read the body). */
+const NO_BODY = Symbol("no body");
+
+/**
+ * Every request body is read as text and parsed as JSON, whatever its declared Content-Type: `curl -d` sends
+ * `application/x-www-form-urlencoded`, and `fetch` with a string body `text/plain`, and neither may turn a JSON body
+ * into something else (Elysia would read the first as form fields and the second as a string). An absent or blank
+ * body is `undefined` to the handler (each route decides whether it needs one); anything else that is not JSON is a
+ * 400 saying so, on every route, so a malformed body is never silently ignored.
+ */
+async function parseJsonBody({ request }: { request: Request }): Promise<unknown> {
+  const text = await request.text();
+  if (text.trim() === "") return NO_BODY;
+  try {
+    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+  } catch (e) {
+    throw new BodyNotJson((e as Error).message);
+  }
+}
+
 /**
  * The API frame: one Elysia app built from one plugin per route group.
  * Order of concerns for every request: Host check and bearer auth (before routing, so unknown routes are
  * guarded too), then routing and validation, then the handler; every failure leaves as `{error:{code,message}}`.
  */
 export function buildApi(opts: ApiOptions) {
+  let spec: object | undefined;
+  let built: RoutePlugin | undefined;
   let app = new Elysia({ name: "tapwire-api" })
     .onRequest(({ request }) => guardRequest(request, opts))
+    .onParse({ as: "global" }, parseJsonBody)
+    .onTransform({ as: "global" }, (c) => {
+      if ((c as { body: unknown }).body === NO_BODY) (c as { body: unknown }).body = undefined;
+    })
     .onError(({ code, error, set }) => {
       if (error instanceof ApiError) {
         set.status = error.status;
@@ -32,9 +58,11 @@ export function buildApi(opts: ApiOptions) {
         case "VALIDATION":
           set.status = 400;
           return errorBody("bad_request", describeValidationError(error));
-        case "PARSE":
+        case "PARSE": {
           set.status = 400;
-          return errorBody("bad_request", "request body is not valid JSON (or not of the declared Content-Type)");
+          const cause = (error as Error).cause;
+          return errorBody("bad_request", (cause instanceof BodyNotJson ? cause : new BodyNotJson(String((cause as Error)?.message ?? cause))).message);
+        }
         case "NOT_FOUND":
           set.status = 404;
           return errorBody("not_found", "no such route");
@@ -50,32 +78,50 @@ export function buildApi(opts: ApiOptions) {
         }
       }
     })
-    .use(
-      openapi({
-        provider: null,
-        specPath: "/api/v1/openapi.json",
-        path: "/api/v1/docs",
-        documentation: {
-          info: {
-            title: TITLE,
-            version: opts.version,
-            description:
-              "Local management API of tapwire, a headless traffic-inspecting proxy. Bound to 127.0.0.1 only. " +
-              "Every route except GET /api/v1/health needs `Authorization: Bearer <token>` with the token from api-handshake.json. " +
-              "Errors are `{error: {code, message}}`.",
-          },
-          components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-          security: [{ bearer: [] }],
-        },
-      }),
-    )
+    .get("/api/v1/openapi.json", () => (spec ??= openApiDocument(built as RoutePlugin, opts.version)), { detail: { hide: true } })
     .get(
       "/api/v1/docs",
       () => new Response(docsPage(TITLE, opts.version), { headers: { "content-type": "text/html; charset=utf-8" } }),
       { detail: { hide: true } },
     );
   for (const r of opts.routes) app = app.use(r);
+  built = app;
   return app;
 }
 
 export type ApiApp = ReturnType<typeof buildApi>;
+
+interface RouteView {
+  hooks?: { parse?: { fn: unknown }[] } & Record<string, unknown>;
+}
+
+/**
+ * The OpenAPI 3.1 document, made by @elysiajs/openapi's generator with one correction: the generator cannot describe
+ * a body parsed by a function (it lists no media type at all), so routes are shown to it with the "json" parser,
+ * which is what parseJsonBody does.
+ */
+function openApiDocument(api: RoutePlugin, version: string): object {
+  const app = api as unknown as { getGlobalRoutes(): RouteView[]; getGlobalDefinitions?(): unknown };
+  const view = {
+    getGlobalDefinitions: () => app.getGlobalDefinitions?.(),
+    getGlobalRoutes: () =>
+      app.getGlobalRoutes().map((r) =>
+        r.hooks?.parse?.some((h) => h.fn === parseJsonBody) ? { ...r, hooks: { ...r.hooks, parse: [{ fn: "json" }] } } : r,
+      ),
+  };
+  const { paths, components } = toOpenAPISchema(view as never);
+  return {
+    openapi: "3.1.2",
+    info: {
+      title: TITLE,
+      version,
+      description:
+        "Local management API of tapwire, a headless traffic-inspecting proxy. Bound to 127.0.0.1 only. " +
+        "Every route except GET /api/v1/health needs `Authorization: Bearer <token>` with the token from api-handshake.json. " +
+        "Errors are `{error: {code, message}}`. Request bodies are JSON, whatever their Content-Type.",
+    },
+    security: [{ bearer: [] }],
+    paths,
+    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: components?.schemas ?? {} },
+  };
+}

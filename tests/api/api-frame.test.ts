@@ -2,8 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { buildApi } from "../../src/api/app.ts";
+import { UintString } from "../../src/api/errors.ts";
 import { tokenMatches } from "../../src/api/guard.ts";
 import { startService } from "../helpers/service.ts";
+import { curl } from "../helpers/upstream.ts";
 
 type Svc = Awaited<ReturnType<typeof startService>>;
 let svc: Svc;
@@ -113,6 +115,96 @@ describe("API frame: auth on every route", () => {
   });
 });
 
+describe("API frame: a JSON body is read as JSON whatever its Content-Type", () => {
+  const auth = () => ["-H", `Authorization: Bearer ${svc.token}`];
+  const enabled = async (family: string) => ((await (await svc.call(`/api/v1/${family}`)).json()) as any).enabled as boolean;
+
+  test("curl -d (application/x-www-form-urlencoded) and no Content-Type at all: the body is applied", async () => {
+    for (const value of [false, true, false]) {
+      const r = await curl(["-X", "PUT", ...auth(), "-d", JSON.stringify({ enabled: value }), "-w", "\n%{http_code}", svc.url("/api/v1/map-local/enabled")]);
+      expect(r.out).toBe(`{"enabled":${value}}\n200`);
+      expect(await enabled("map-local")).toBe(value);
+    }
+    // `-H 'Content-Type:'` makes curl send none
+    const r = await curl(["-X", "PUT", ...auth(), "-H", "Content-Type:", "-d", '{"enabled":true}', "-w", "\n%{http_code}", svc.url("/api/v1/map-local/enabled")]);
+    expect(r.out).toBe('{"enabled":true}\n200');
+    expect(await enabled("map-local")).toBe(true);
+  });
+
+  test("fetch with a text/plain string body: create a mock rule, and a breakpoint", async () => {
+    const rule = { id: "ct-text-plain", url_pattern: "/ct/*", status_code: 201, body: "from text/plain" };
+    const r = await svc.call("/api/v1/mock/rules", { method: "POST", body: JSON.stringify(rule), headers: { "content-type": "text/plain;charset=UTF-8" } });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject(rule);
+    const snap: any = await (await svc.call("/api/v1/mock")).json();
+    expect(snap.rules.find((x: any) => x.id === rule.id)).toMatchObject(rule);
+    expect((await svc.call(`/api/v1/mock/rules/${rule.id}`, { method: "DELETE" })).status).toBe(204);
+
+    const b = await curl(["-X", "PUT", ...auth(), "-d", '{"pattern":"http://ct.example.test/*","intercept_response":false}', "-w", "%{http_code}", svc.url("/api/v1/breakpoints")]);
+    expect(b.out).toBe("204");
+    expect(await (await svc.call("/api/v1/breakpoints")).json()).toEqual([{ pattern: "http://ct.example.test/*", intercept_request: true, intercept_response: false }]);
+    expect((await svc.call("/api/v1/breakpoints", { method: "DELETE" })).status).toBe(204);
+  });
+
+  test("a field sent with curl -d is not lost: POST /mock/start {port: 0} takes a free port", async () => {
+    const r = await curl(["-X", "POST", ...auth(), "-d", '{"port":0}', svc.url("/api/v1/mock/start")]);
+    const j = JSON.parse(r.out);
+    try {
+      expect(j.running).toBe(true);
+      expect(j.port).not.toBe(9100);
+      expect(j.port).toBeGreaterThan(0);
+    } finally {
+      await svc.call("/api/v1/mock/stop", { method: "POST" });
+    }
+  });
+
+  test("a body that is not JSON is 400 saying it must be JSON, whatever its declared type", async () => {
+    const cases: [string, string[]][] = [
+      ["curl -d enabled=true", ["-d", "enabled=true"]],
+      ["curl -F (multipart)", ["-F", "enabled=true"]],
+      ["malformed application/json", ["-H", "Content-Type: application/json", "-d", '{"enabled":']],
+      ["text/plain prose", ["-H", "Content-Type: text/plain", "-d", "please enable"]],
+    ];
+    const before = await enabled("map-local");
+    for (const [what, args] of cases) {
+      const r = await curl(["-X", "PUT", ...auth(), ...args, "-w", "\n%{http_code}", svc.url("/api/v1/map-local/enabled")]);
+      const [body, code] = r.out.split("\n");
+      expect({ what, code }).toEqual({ what, code: "400" });
+      const j = JSON.parse(body!);
+      expect(j.error.code).toBe("bad_request");
+      expect(j.error.message).toContain("must be JSON");
+    }
+    expect(await enabled("map-local")).toBe(before);
+    for (const path of ["/api/v1/mock/rules", "/api/v1/breakpoints/delete"]) {
+      const r = await svc.call(path, { method: "POST", body: "id=x", headers: { "content-type": "application/x-www-form-urlencoded" } });
+      expect({ path, status: r.status }).toEqual({ path, status: 400 });
+      expect(((await r.json()) as any).error.message).toContain("must be JSON");
+    }
+  });
+
+  test("an absent body is still each route's business (a required one is 400 naming it, an optional one is fine)", async () => {
+    const r = await svc.call("/api/v1/map-local/enabled", { method: "PUT" });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as any).error.message).not.toContain("must be JSON");
+    expect((await svc.call("/api/v1/capture/start", { method: "POST", body: "", headers: { "content-type": "application/json" } })).status).toBe(204);
+  });
+
+  test("the OpenAPI document lists JSON as the one media type of request bodies", async () => {
+    const doc: any = await (await fetch(svc.url("/api/v1/openapi.json"))).json();
+    const bodies: string[] = [];
+    for (const [path, ops] of Object.entries<any>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(ops)) {
+        if (!op.requestBody) continue;
+        bodies.push(`${method} ${path}`);
+        expect({ route: `${method} ${path}`, types: Object.keys(op.requestBody.content) }).toEqual({ route: `${method} ${path}`, types: ["application/json"] });
+      }
+    }
+    expect(bodies).toContain("put /api/v1/map-local/enabled");
+    expect(bodies).toContain("post /api/v1/mock/rules");
+    expect(doc.paths["/api/v1/map-local/enabled"].put.requestBody.content["application/json"].schema.properties.enabled.type).toBe("boolean");
+  });
+});
+
 describe("API frame: error format (in-process, app.handle)", () => {
   const port = 4321;
   const token = "t".repeat(64);
@@ -121,7 +213,8 @@ describe("API frame: error format (in-process, app.handle)", () => {
     .get("/boom", () => {
       throw new Error("kaboom");
     })
-    .get("/n/:id", ({ params }) => ({ id: params.id }), { params: t.Object({ id: t.Numeric() }) });
+    .get("/n/:id", ({ params }) => ({ id: params.id }), { params: t.Object({ id: t.Numeric() }) })
+    .get("/u/:id", ({ params }) => ({ id: Number(params.id) }), { params: t.Object({ id: UintString("an id") }) });
   const app = buildApi({ token, port: () => port, version: "test", routes: [probe] });
   const req = (method: string, path: string, body?: string) =>
     app.handle(
@@ -155,6 +248,18 @@ describe("API frame: error format (in-process, app.handle)", () => {
     const r = await req("GET", "/api/v1/probe/n/abc");
     expect(r.status).toBe(400);
     expect(((await r.json()) as any).error.message).toContain("id");
+  });
+
+  test("a UintString parameter takes decimal digits only; the 400 names the parameter and the value", async () => {
+    for (const bad of ["-1", "1.5", "1e1", "0x10", "+1", "%201"]) {
+      const r = await req("GET", `/api/v1/probe/u/${bad}`);
+      expect({ bad, status: r.status }).toEqual({ bad, status: 400 });
+      const m = ((await r.json()) as any).error.message as string;
+      expect(m).toContain("path parameter 'id'");
+      expect(m).toContain("non-negative integer");
+      expect(m).toContain(JSON.stringify(decodeURIComponent(bad)));
+    }
+    expect(await (await req("GET", "/api/v1/probe/u/0042")).json()).toEqual({ id: 42 });
   });
 
   test("unexpected exception → 500 JSON, app keeps serving", async () => {

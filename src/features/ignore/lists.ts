@@ -1,3 +1,4 @@
+import { isIPv6 } from "node:net";
 import { JsonState } from "../../store/json-state.ts";
 
 /** A persisted list of strings (ignored hosts, ignored clients, intercept hosts), kept in insertion order. */
@@ -62,12 +63,30 @@ export function normalizeHost(raw: string): string {
   return h;
 }
 
-/** Validates a host entry: a name, an IP, or `*.suffix`; throws a message naming the problem. */
+/**
+ * Validates a host entry: a host name, an IPv4 or IPv6 address (bare or in brackets), or `*.suffix`; returns it
+ * normalised, or throws a message naming the value and the problem. A port, scheme, path or user part is refused
+ * (entries match every port, and `host:80` would never match anything).
+ */
 export function checkHostEntry(raw: string): string {
   const h = normalizeHost(raw);
+  const named = JSON.stringify(raw);
   if (!h) throw new Error("host must not be empty");
-  if (/[\/\s?#@]/.test(h)) throw new Error(`'${raw}' is not a host name (no scheme, path or spaces; a port is not part of it)`);
-  if (h.includes("*") && !/^\*\.[^*]+$/.test(h)) throw new Error(`'${raw}': a wildcard is only allowed as a leading '*.' (e.g. *.example.com)`);
+  if (isIPv6(h)) return h;
+  if (/[[\]]/.test(raw)) {
+    if (/\]:/.test(raw)) throw new Error(`${named} is not a host name: a port is not part of it (entries match every port)`);
+    throw new Error(`${named} is not a host name: brackets hold only an IPv6 address`);
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//.test(h)) throw new Error(`${named} is not a host name: no scheme (give only the host, e.g. example.com)`);
+  if (/[\/?#]/.test(h)) throw new Error(`${named} is not a host name: no path or query (give only the host, e.g. example.com)`);
+  if (h.includes("@")) throw new Error(`${named} is not a host name: no user part (give only the host, e.g. example.com)`);
+  if (h.includes(":")) throw new Error(`${named} is not a host name: a port is not part of it (entries match every port; an IPv6 address goes bare or in brackets)`);
+  if (h.includes("*") && !/^\*\.[^*]+$/.test(h)) throw new Error(`${named}: a wildcard is only allowed as a leading '*.' (e.g. *.example.com)`);
+  // letters, digits, '-', '_' and non-ASCII (internationalised names) in dot-separated labels
+  const name = h.startsWith("*.") ? h.slice(2) : h;
+  const bad = /[\x00-\x2c\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]/.exec(name);
+  if (bad) throw new Error(`${named} is not a host name: ${JSON.stringify(bad[0])} is not allowed in one`);
+  if (name.split(".").some((label) => label === "")) throw new Error(`${named} is not a host name: it has an empty label`);
   return h;
 }
 

@@ -39,7 +39,9 @@ export function stringListRoutes(opts: { name: string; prefix: string; list: Per
     .delete(
       "/:item",
       ({ params, set }) => {
-        list.remove(check(decodeSegment(params.item)));
+        const item = decodeSegment(params.item);
+        // an entry stored before the check got stricter can still be removed; any other bad value is a 400
+        if (!list.remove(item)) list.remove(check(item));
         set.status = 204;
       },
       { params: t.Object({ item: t.String() }), detail: { tags, summary: `Remove one of the ${opts.what} (204 also when it was absent)` } },

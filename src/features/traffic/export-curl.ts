@@ -4,6 +4,7 @@
  * The command reproduces method, URL, request headers and body bytes over
  * HTTP/1.1. Layout and rules are documented in docs/diff.md ("Export: cURL").
  */
+import { stripHopByHop } from "../../core/http1/headers.ts";
 import type { EntryDetail, HeaderList } from "../../store/types.ts";
 
 /** Bodies above this many bytes never go into a single argv string (Linux caps one argument at 128 KiB). */
@@ -168,7 +169,12 @@ export function toCurl(e: EntryDetail): string {
   const rawUrl = curlSafeUrl(e.url);
   const method = e.method || "GET";
   const upper = method.toUpperCase();
-  const headers = e.req_headers ?? [];
+  const captured = e.req_headers ?? [];
+  // What the client said to the proxy about this hop (Connection and every field it names, Keep-Alive,
+  // Proxy-Connection, Proxy-Authorization: a credential for the proxy, never for the upstream, TE, Trailer,
+  // Transfer-Encoding: curl frames the body itself, Upgrade: curl cannot take over an upgraded connection) is not
+  // part of the request; the proxy itself never forwards it.
+  const headers = stripHopByHop(captured);
   const bytes = bodyBytes(e.req_body ?? "", e.req_body_encoding);
   const decodedFrom = e.req_body_decoded_from ?? "";
 
@@ -176,8 +182,8 @@ export function toCurl(e: EntryDetail): string {
   const explicitEmpty =
     bytes.length === 0 &&
     upper !== "HEAD" &&
-    (findHeaders(headers, "transfer-encoding").length > 0 ||
-      (upper !== "GET" && findHeaders(headers, "content-length").some((v) => v.trim() === "0")));
+    (findHeaders(captured, "transfer-encoding").length > 0 ||
+      (upper !== "GET" && findHeaders(captured, "content-length").some((v) => v.trim() === "0")));
   const hasBody = bytes.length > 0 || explicitEmpty;
 
   const opts: string[] = [];
@@ -233,6 +239,10 @@ export function toCurl(e: EntryDetail): string {
   const lines = [first, ...hOpts];
   if (dataOpt) lines.push(dataOpt);
   let cmd = lines.join(" \\\n  ");
+  const upgrade = findHeaders(captured, "upgrade");
+  if (upgrade.length > 0) {
+    cmd += `\n# note: protocol upgrade (${upgrade.join(", ").replace(/[^A-Za-z0-9 ,./_+-]/g, "?")}) not requested: curl cannot take over an upgraded connection, so this sends the handshake as a plain request`;
+  }
   if (e.req_body_truncated) {
     const total = typeof e.req_body_size === "number" ? e.req_body_size : bytes.length;
     cmd += `\n# note: body truncated at ${bytes.length} of ${total} bytes`;

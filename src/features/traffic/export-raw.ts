@@ -1,6 +1,7 @@
 /**
- * Export a captured exchange as HTTP/1.1 text (request, blank line, response).
- * Layout documented in docs/diff.md ("Export: raw").
+ * Export a captured exchange as HTTP/1.1 text (request, blank line, response): a transcript of what crossed the
+ * client's hop and the upstream's, hop-by-hop fields included (they explain the capture), except the client's
+ * proxy credential. Layout documented in docs/diff.md ("Export: raw").
  */
 import { statusReason } from "../../core/http1/serialize.ts";
 import type { EntryDetail, HeaderList } from "../../store/types.ts";
@@ -38,8 +39,15 @@ function storedReason(e: EntryDetail): string | null {
   return null;
 }
 
-function headerBlock(headers: HeaderList): string {
-  return headers.map(([n, v]) => `${n}: ${v}${CRLF}`).join("");
+/** What stands in an export for the value of a Proxy-Authorization field. */
+export const REDACTED = "(redacted: a credential for the proxy)";
+
+/**
+ * Header lines as captured. The request's Proxy-Authorization value is the client's credential for the proxy (it
+ * never reaches the upstream) and is never exported: its line stays, with REDACTED as the value.
+ */
+function headerBlock(headers: HeaderList, request: boolean): string {
+  return headers.map(([n, v]) => `${n}: ${request && n.toLowerCase() === "proxy-authorization" ? REDACTED : v}${CRLF}`).join("");
 }
 
 function byteLength(body: string, encoding: string): number {
@@ -81,7 +89,7 @@ function endLine(s: string): string {
 export function toRaw(e: EntryDetail): string {
   const method = e.method || "GET";
   let out = `${method} ${requestTarget(method, e.url)} HTTP/1.1${CRLF}`;
-  out += headerBlock(e.req_headers ?? []);
+  out += headerBlock(e.req_headers ?? [], true);
   out += CRLF;
   const reqBody = bodySection(
     e.req_body ?? "",
@@ -100,7 +108,7 @@ export function toRaw(e: EntryDetail): string {
   const code = e.status_code;
   const reason = storedReason(e) ?? statusReason(code);
   out += `HTTP/1.1 ${code} ${reason}${CRLF}`;
-  out += headerBlock(e.res_headers ?? []);
+  out += headerBlock(e.res_headers ?? [], false);
   out += CRLF;
   out += bodySection(
     e.res_body ?? "",

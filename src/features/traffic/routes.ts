@@ -1,5 +1,5 @@
-import { Elysia, t } from "elysia";
-import { notFound } from "../../api/errors.ts";
+import { Elysia, t, type DocumentDecoration } from "elysia";
+import { badRequest, checkQueryNames, notFound, UintString } from "../../api/errors.ts";
 import type { ListQuery } from "../../store/types.ts";
 import { diffEntries } from "./diff.ts";
 import { toCurl } from "./export-curl.ts";
@@ -9,11 +9,11 @@ import type { CaptureStore } from "../../store/capture-store.ts";
 import type { EntryDetail } from "../../store/types.ts";
 
 const Pair = t.Tuple([t.String(), t.String()]);
-const Int = (description: string, min?: number) => t.Optional(t.Numeric({ description, ...(min !== undefined ? { minimum: min } : {}), multipleOf: 1 }));
+const Int = (description: string) => t.Optional(UintString(description));
 
 export const TrafficQuery = t.Object({
-  limit: Int("page size; default 50, capped at 500; 0 returns no items but the total", 0),
-  offset: Int("default 0", 0),
+  limit: Int("page size; default 50, capped at 500; 0 returns no items but the total"),
+  offset: Int("default 0"),
   host: t.Optional(t.String({ description: "substring of the host, case-insensitive" })),
   method: t.Optional(t.String({ description: "exact method, case-insensitive" })),
   status: Int("exact status code (sets both status_min and status_max)"),
@@ -21,11 +21,34 @@ export const TrafficQuery = t.Object({
   status_max: Int("highest status code"),
   path: t.Optional(t.String({ description: "substring of the URL path (without the query string)" })),
   search: t.Optional(t.String({ description: "substring search across the URL and the decoded request and response bodies, case-insensitive" })),
-  has_error: t.Optional(t.BooleanString({ description: "true: status >= 400 only; false: status < 400 only" })),
+  has_error: t.Optional(t.BooleanString({ description: "true: status >= 400 only; false: status < 400 only", error: "expected true or false" })),
   since_id: Int("only entries with id > since_id; switches the default order to oldest first"),
   since: Int("only entries with timestamp >= since (ms since epoch)"),
-  order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "extension: id order; default desc (newest first), asc when since_id is given" })),
+  order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "extension: id order; default desc (newest first), asc when since_id is given", error: "expected asc or desc" })),
 });
+
+const QUERY_NAMES = Object.keys(TrafficQuery.properties);
+const NUMERIC = ["limit", "offset", "status", "status_min", "status_max", "since_id", "since"] as const;
+
+/**
+ * The store's query from GET /traffic's validated query: every parameter the caller sent is applied (numbers as
+ * numbers: the store drops a filter that is not a finite number), an unknown or repeated one is a 400.
+ */
+export function toListQuery(url: string, query: Record<string, unknown>): ListQuery {
+  checkQueryNames(url, QUERY_NAMES);
+  const q: ListQuery = {};
+  for (const name of NUMERIC) {
+    const raw = query[name];
+    if (raw === undefined) continue;
+    if (typeof raw !== "string" || !/^[0-9]+$/.test(raw)) throw badRequest(`invalid query parameter '${name}': expected a non-negative integer, got ${JSON.stringify(raw)}`);
+    q[name] = Number(raw);
+  }
+  for (const name of ["host", "method", "path", "search"] as const) if (typeof query[name] === "string") q[name] = query[name];
+  if (typeof query.has_error === "boolean") q.has_error = query.has_error;
+  else if (query.has_error !== undefined) q.has_error = query.has_error === "true";
+  if (query.order === "asc" || query.order === "desc") q.order = query.order;
+  return q;
+}
 
 const summaryFields = {
   id: t.Integer(),
@@ -76,7 +99,21 @@ const ReplaySchema = t.Object({
   replay_of: t.Integer(),
 });
 
-const IdParam = t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }) });
+const IdParam = t.Object({ id: UintString("traffic entry id") });
+
+/** The id of a path: digits only (the pattern is checked before the handler runs). */
+const idOf = (raw: string): number => Number(raw);
+
+/**
+ * The replay body is an empty JSON object (spec 4.2), or nothing. Anything else is a 400: replay takes no options,
+ * and a field the caller sent is never silently ignored. (A body that is not JSON was refused by the API frame.)
+ */
+export function checkReplayBody(body: unknown): void {
+  if (body === undefined) return;
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid body: replay takes an empty JSON object {} (or no body)");
+  const fields = Object.keys(body);
+  if (fields.length > 0) throw badRequest(`invalid body field '${fields[0]}': replay takes no options; send {} or no body`);
+}
 
 export interface TrafficDeps {
   store: CaptureStore;
@@ -93,7 +130,7 @@ export function trafficRoutes(d: TrafficDeps) {
   };
   const text = (body: string) => new Response(body, { headers: { "content-type": "text/plain; charset=utf-8" } });
   return new Elysia({ name: "traffic", prefix: "/api/v1/traffic" })
-    .get("/", ({ query }) => d.store.list(query as ListQuery), {
+    .get("/", ({ query, request }) => d.store.list(toListQuery(request.url, query)), {
       query: TrafficQuery,
       response: TrafficList,
       detail: { tags, summary: "List captured entries (newest first; oldest first with since_id)" },
@@ -106,31 +143,44 @@ export function trafficRoutes(d: TrafficDeps) {
       },
       { detail: { tags, summary: "Drop every entry (204)" } },
     )
-    .get("/:id", ({ params }) => entry(params.id), { params: IdParam, response: EntryDetailSchema, detail: { tags, summary: "One entry with headers and bodies" } })
+    .get("/:id", ({ params }) => entry(idOf(params.id)), { params: IdParam, response: EntryDetailSchema, detail: { tags, summary: "One entry with headers and bodies" } })
     .delete(
       "/:id",
       async ({ params, set }) => {
-        if (!(await d.store.delete(params.id))) throw notFound(`no traffic entry ${params.id}`);
+        if (!(await d.store.delete(idOf(params.id)))) throw notFound(`no traffic entry ${idOf(params.id)}`);
         set.status = 204;
       },
       { params: IdParam, detail: { tags, summary: "Delete one entry (204; 404 if missing)" } },
     )
-    .get("/:id/export/curl", async ({ params }) => text(toCurl(await entry(params.id))), {
+    .get("/:id/export/curl", async ({ params }) => text(toCurl(await entry(idOf(params.id)))), {
       params: IdParam,
       detail: { tags, summary: "A bash cURL command that reproduces the request (text/plain)" },
     })
-    .get("/:id/export/raw", async ({ params }) => text(toRaw(await entry(params.id))), {
+    .get("/:id/export/raw", async ({ params }) => text(toRaw(await entry(idOf(params.id)))), {
       params: IdParam,
       detail: { tags, summary: "The raw HTTP request and response (text/plain)" },
     })
-    .post("/:id/replay", async ({ params }) => await d.replay(await entry(params.id)), {
-      params: IdParam,
-      body: t.Optional(t.Object({}, { additionalProperties: true })),
-      response: ReplaySchema,
-      detail: { tags, summary: "Re-send the request through the proxy pipeline; captured as a new entry" },
-    })
-    .get("/:id/diff/:id2", async ({ params }) => diffEntries(await entry(params.id), await entry(params.id2)), {
-      params: t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }), id2: t.Numeric({ minimum: 0, multipleOf: 1 }) }),
+    .post(
+      "/:id/replay",
+      async ({ params, body }) => {
+        checkReplayBody(body);
+        return await d.replay(await entry(idOf(params.id)));
+      },
+      {
+        params: IdParam,
+        response: ReplaySchema,
+        detail: {
+          tags,
+          summary: "Re-send the request through the proxy pipeline; captured as a new entry. Body: {} or none (400 otherwise)",
+          requestBody: {
+            required: false,
+            content: { "application/json": { schema: { type: "object", additionalProperties: false, properties: {} } } },
+          } as DocumentDecoration["requestBody"],
+        },
+      },
+    )
+    .get("/:id/diff/:id2", async ({ params }) => diffEntries(await entry(idOf(params.id)), await entry(idOf(params.id2))), {
+      params: t.Object({ id: UintString("traffic entry id (a)"), id2: UintString("traffic entry id (b)") }),
       detail: { tags, summary: "Structured diff of two entries (layout in docs/api.md)" },
     });
 }

@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import { notFound } from "../../api/errors.ts";
+import { checkQueryNames, notFound, UintString } from "../../api/errors.ts";
 import type { WsStore } from "./store.ts";
 
 export const WsConnectionSchema = t.Object(
@@ -43,7 +43,8 @@ export function websocketRoutes(store: WsStore) {
   return new Elysia({ name: "websocket", prefix: "/api/v1/websocket" })
     .get(
       "/connections",
-      () => {
+      ({ request }) => {
+        checkQueryNames(request.url, []);
         const items = store.list().map((c) => c.view());
         return { items, total: items.length };
       },
@@ -51,14 +52,15 @@ export function websocketRoutes(store: WsStore) {
     )
     .get(
       "/connections/:id/frames",
-      ({ params }) => {
-        const c = store.get(params.id);
+      ({ params, request }) => {
+        checkQueryNames(request.url, []);
+        const c = store.get(Number(params.id));
         if (!c) throw notFound(`no WebSocket connection ${params.id} (unknown or evicted)`);
         const items = c.items();
         return { connId: c.connId, url: c.url, items, total: items.length };
       },
       {
-        params: t.Object({ id: t.Numeric({ minimum: 0, multipleOf: 1 }) }),
+        params: t.Object({ id: UintString("connId of the connection") }),
         response: FrameList,
         detail: { tags, summary: "Stored frames of one connection, oldest first (at most 500 / 2 MiB of previews); 404 if unknown or evicted" },
       },

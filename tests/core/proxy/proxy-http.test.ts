@@ -32,7 +32,7 @@ async function detail(id: number): Promise<any> {
   return await (await svc.call(`/api/v1/traffic/${id}`)).json();
 }
 async function newest(): Promise<any> {
-  return detail((await entries("&limit=1"))[0].id);
+  return detail((await entries())[0].id);
 }
 
 /** node:https request tunnelled through CONNECT by hand (no proxy agent library). */

@@ -213,7 +213,7 @@ describe("intercept-host routes", () => {
     expect((await api(svc, "/api/v1/intercept-hosts/api.example.com", "PUT")).status).toBe(204);
     expect((await api(svc, "/api/v1/intercept-hosts/*.example.org", "PUT")).status).toBe(204);
     expect(await json(svc, "/api/v1/intercept-hosts")).toEqual(["api.example.com", "*.example.org"]);
-    for (const bad of ["a%2Fb", "a%20b", "ex*ample.com"]) {
+    for (const bad of ["a%2Fb", "a%20b", "ex*ample.com", "host:80", "api.example.com:443", "%5B%3A%3A1%5D%3A80"]) {
       const r = await api(svc, `/api/v1/intercept-hosts/${bad}`, "PUT");
       expect(r.status).toBe(400);
       expect(((await r.json()) as any).error.code).toBe("bad_request");

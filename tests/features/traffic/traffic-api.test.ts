@@ -96,6 +96,179 @@ describe("GET /traffic: filters and paging", () => {
   });
 });
 
+const NUMERIC_PARAMS = ["limit", "offset", "status", "status_min", "status_max", "since_id", "since"];
+const NOT_UINTS = ["-1", "1.5", "-0.5", "1e1", "0x10", "+1", "%201", "1%20", "", "abc", "Infinity", "NaN"];
+
+async function errorOf(path: string, init?: RequestInit): Promise<{ status: number; code: string; message: string }> {
+  const r = await svc.call(path, init);
+  const j: any = await r.json();
+  return { status: r.status, code: j?.error?.code, message: j?.error?.message ?? JSON.stringify(j) };
+}
+
+describe("GET /traffic: a filter the caller sent is applied or refused, never ignored", () => {
+  test("a negative, fractional or non-decimal value of any numeric parameter is 400 naming it, alone or beside other filters", async () => {
+    for (const name of NUMERIC_PARAMS) {
+      for (const bad of NOT_UINTS) {
+        for (const q of [`${name}=${bad}`, `since_id=${ids["get-a"]}&${name}=${bad}&status=404`]) {
+          if (q.startsWith("since_id") && name === "since_id") continue;
+          const e = await errorOf(`/api/v1/traffic?${q}`);
+          expect({ q, status: e.status, code: e.code }).toEqual({ q, status: 400, code: "bad_request" });
+          expect({ q, named: e.message.includes(`'${name}'`) }).toEqual({ q, named: true });
+        }
+      }
+    }
+    // the reported case: not the unfiltered list
+    const e = await errorOf(`/api/v1/traffic?since_id=${ids.status500}&limit=-1`);
+    expect(e.status).toBe(400);
+    expect(e.message).toContain("'limit'");
+  });
+
+  test("every numeric filter is applied when sent with the others", async () => {
+    const r = await json(`/api/v1/traffic?since_id=${ids["get-a"]}&status_min=400&status_max=599&limit=1&offset=1&since=0`);
+    expect(r.items.map((x: any) => x.id)).toEqual([ids.status500]);
+    expect(r.total).toBe(2);
+    expect(r.limit).toBe(1);
+    expect(r.offset).toBe(1);
+    expect((await json(`/api/v1/traffic?status=404&since_id=${ids.notfound}`)).items).toEqual([]);
+    expect((await json("/api/v1/traffic?limit=007")).limit).toBe(7);
+  });
+
+  test("an unknown or repeated query parameter, or a bad has_error/order, is 400 naming it", async () => {
+    for (const [q, name] of [
+      ["hots=localhost", "hots"],
+      ["status_code=404", "status_code"],
+      ["limit=1&limit=2", "limit"],
+      ["host=a&host=b", "host"],
+      ["has_error=maybe", "has_error"],
+      ["has_error=", "has_error"],
+      ["order=up", "order"],
+    ]) {
+      const e = await errorOf(`/api/v1/traffic?${q}`);
+      expect({ q, status: e.status }).toEqual({ q, status: 400 });
+      expect(e.message).toContain(`'${name}'`);
+    }
+  });
+});
+
+describe("ids in paths: malformed is 400, well-formed and unknown is 404", () => {
+  const routes = (id: string, other: string): [string, string][] => [
+    ["GET", `/api/v1/traffic/${id}`],
+    ["DELETE", `/api/v1/traffic/${id}`],
+    ["GET", `/api/v1/traffic/${id}/export/curl`],
+    ["GET", `/api/v1/traffic/${id}/export/raw`],
+    ["POST", `/api/v1/traffic/${id}/replay`],
+    ["GET", `/api/v1/traffic/${id}/diff/${other}`],
+  ];
+
+  test("a malformed id is 400 naming the parameter on every route, and leaves the entries alone", async () => {
+    const good = String(ids["get-a"]);
+    for (const bad of ["1.5", "-1", "1e0", "0x1", "+1", "%201", "abc", "Infinity"]) {
+      for (const [method, path] of routes(bad, good)) {
+        const e = await errorOf(path, { method });
+        expect({ method, path, status: e.status, code: e.code }).toEqual({ method, path, status: 400, code: "bad_request" });
+        expect({ path, named: e.message.includes("'id'") }).toEqual({ path, named: true });
+      }
+      const e = await errorOf(`/api/v1/traffic/${good}/diff/${bad}`);
+      expect({ bad, status: e.status }).toEqual({ bad, status: 400 });
+      expect(e.message).toContain("'id2'");
+    }
+    expect((await json("/api/v1/traffic")).total).toBe(6);
+  });
+
+  test("a well-formed unknown id is 404 on every route", async () => {
+    for (const [method, path] of [...routes("999999", String(ids["get-a"])), ["GET", `/api/v1/traffic/${ids["get-a"]}/diff/999999`]]) {
+      const e = await errorOf(path, { method });
+      expect({ method, path, status: e.status, code: e.code }).toEqual({ method, path, status: 404, code: "not_found" });
+    }
+  });
+});
+
+describe("POST /traffic/{id}/replay body", () => {
+  const replayCount = async () => (await json(`/api/v1/traffic?since_id=${ids["https-d"]}`)).total as number;
+
+  test("malformed JSON, a non-object or an object with fields is 400 and replays nothing", async () => {
+    const seen = up.seen.length;
+    const entries = await replayCount();
+    for (const [body, type, says] of [
+      ["{bad", "application/json", "JSON"],
+      ['{"x": 1', "application/json", "JSON"],
+      ["not json", "text/plain", "JSON"],
+      ["[1]", "application/json", "empty JSON object"],
+      ["null", "application/json", "empty JSON object"],
+      ['"x"', "application/json", "empty JSON object"],
+      ['{"headers": {"a": "b"}}', "application/json", "'headers'"],
+    ]) {
+      const e = await errorOf(`/api/v1/traffic/${ids["post-b"]}/replay`, { method: "POST", body, headers: { "content-type": type } });
+      expect({ body, status: e.status, code: e.code }).toEqual({ body, status: 400, code: "bad_request" });
+      expect({ body, says: e.message.includes(says) }).toEqual({ body, says: true });
+    }
+    expect(up.seen.length).toBe(seen);
+    expect(await replayCount()).toBe(entries);
+  });
+
+  test("{}, an empty body and no body replay", async () => {
+    const seen = up.seen.length;
+    for (const init of [
+      { body: "{}", headers: { "content-type": "application/json" } },
+      { body: " { } ", headers: { "content-type": "text/plain" } },
+      { body: "", headers: { "content-type": "application/json" } },
+      {},
+    ] as RequestInit[]) {
+      const r = await svc.call(`/api/v1/traffic/${ids["get-a"]}/replay`, { method: "POST", ...init });
+      expect({ init, status: r.status }).toEqual({ init, status: 200 });
+      expect(((await r.json()) as any).replay_of).toBe(ids["get-a"]);
+    }
+    const c = await curl(["-X", "POST", "-H", `Authorization: Bearer ${svc.token}`, svc.url(`/api/v1/traffic/${ids["get-a"]}/replay`)]);
+    expect(JSON.parse(c.out).status_code).toBe(200);
+    expect(up.seen.length).toBe(seen + 5);
+  });
+});
+
+describe("export/curl of a request that came through the proxy", () => {
+  test("the command carries the request, not the client's hop: no proxy credential, no hop-by-hop field", async () => {
+    await curl([
+      "-x", proxy, "-U", "proxyuser:proxy-secret", "-o", "/dev/null",
+      "-H", "Connection: keep-alive, X-Hop", "-H", "X-Hop: for the proxy only", "-H", "Keep-Alive: timeout=5", "-H", "TE: trailers",
+      "-H", "X-End: for the upstream", "-H", "Content-Type: application/json", "--data-binary", '{"n":1}',
+      `${up.httpUrl}/echo/hop?q=1`,
+    ]);
+    const id = (await json("/api/v1/traffic?limit=1")).items[0].id;
+    const captured = new Map(((await json(`/api/v1/traffic/${id}`)).req_headers as string[][]).map(([n, v]) => [n.toLowerCase(), v]));
+    // what the client sent to the proxy, recorded as sent
+    for (const n of ["proxy-authorization", "proxy-connection", "connection", "x-hop", "keep-alive", "te", "x-end"]) expect({ n, captured: captured.has(n) }).toEqual({ n, captured: true });
+
+    const cmd = await (await svc.call(`/api/v1/traffic/${id}/export/curl`)).text();
+    expect(cmd).not.toContain("proxy-secret");
+    expect(cmd).not.toContain(captured.get("proxy-authorization")!);
+    expect(cmd).not.toMatch(/Proxy-|Keep-Alive|X-Hop|Connection|TE:|Content-Length/i);
+    const before = up.seen.length;
+    const p = Bun.spawn(["bash", "-c", cmd + " -s -o /dev/null"], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe" });
+    expect(await p.exited).toBe(0);
+    expect(up.seen.length).toBe(before + 1);
+    const got = up.seen[up.seen.length - 1]!;
+    const h = new Map(got.headers);
+    expect(got.method).toBe("POST");
+    expect(new URL(got.url).pathname + new URL(got.url).search).toBe("/echo/hop?q=1");
+    expect(new TextDecoder().decode(got.body)).toBe('{"n":1}');
+    expect(h.get("x-end")).toBe("for the upstream");
+    expect(h.get("content-type")).toBe("application/json");
+    expect(h.get("content-length")).toBe("7");
+    expect(h.get("user-agent")).toBe(captured.get("user-agent"));
+    for (const n of ["proxy-authorization", "proxy-connection", "x-hop", "keep-alive", "te", "transfer-encoding", "upgrade"]) expect({ n, arrived: h.has(n) }).toEqual({ n, arrived: false });
+    // replay goes through the proxy's own forwarding, which drops the same fields
+    const r = await json(`/api/v1/traffic/${id}/replay`, { method: "POST" });
+    expect(r.status_code).toBe(200);
+    const rh = new Map(up.seen[up.seen.length - 1]!.headers);
+    expect(rh.get("x-end")).toBe("for the upstream");
+    for (const n of ["proxy-authorization", "proxy-connection", "x-hop", "keep-alive", "te"]) expect({ n, replayed: rh.has(n) }).toEqual({ n, replayed: false });
+    // and the raw export keeps the transcript but not the credential
+    const raw = await (await svc.call(`/api/v1/traffic/${id}/export/raw`)).text();
+    expect(raw).not.toContain(captured.get("proxy-authorization")!);
+    expect(raw).toContain("Proxy-Authorization: (redacted: a credential for the proxy)\r\n");
+    expect(raw).toContain("Proxy-Connection: Keep-Alive\r\n");
+  });
+});
+
 describe("entry detail, delete, export, replay, diff", () => {
   test("detail has headers in wire order with original casing, and bodies", async () => {
     const e = await json(`/api/v1/traffic/${ids["put-c"]}`);

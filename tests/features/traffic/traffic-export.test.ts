@@ -426,7 +426,7 @@ const cases: Case[] = [
     },
   },
   {
-    name: "OPTIONS with a body, chunked upload",
+    name: "OPTIONS with a body, chunked upload: the body arrives, framed by curl (Transfer-Encoding is hop-by-hop)",
     make: () =>
       entry({
         method: "OPTIONS",
@@ -440,11 +440,14 @@ const cases: Case[] = [
         req_body: "query in body",
         req_body_size: 13,
       }),
-    exp: () => ({ dropped: [], added: { host: `127.0.0.1:${upstream.port}` }, body: enc("query in body") }),
-    cmdCheck: (cmd) => expect(cmd).toContain("-X OPTIONS"),
+    exp: () => ({ dropped: ["transfer-encoding"], added: { host: `127.0.0.1:${upstream.port}`, "content-length": "13" }, body: enc("query in body") }),
+    cmdCheck: (cmd) => {
+      expect(cmd).toContain("-X OPTIONS");
+      expect(cmd).not.toContain("Transfer-Encoding");
+    },
   },
   {
-    name: "chunked POST with an empty body ends with the last chunk",
+    name: "chunked POST with an empty body still sends an empty body (Content-Length: 0)",
     make: () =>
       entry({
         method: "POST",
@@ -456,7 +459,7 @@ const cases: Case[] = [
           ["Accept", "*/*"],
         ],
       }),
-    exp: () => ({ dropped: [], added: { host: `127.0.0.1:${upstream.port}` }, body: new Uint8Array() }),
+    exp: () => ({ dropped: ["transfer-encoding"], added: { host: `127.0.0.1:${upstream.port}`, "content-length": "0" }, body: new Uint8Array() }),
     cmdCheck: (cmd) => expect(cmd).toContain("--data-binary ''"),
   },
   {
@@ -476,6 +479,63 @@ const cases: Case[] = [
       }),
     exp: () => ({ dropped: [], added: { host: `127.0.0.1:${upstream.port}`, "content-length": "10" }, body: enc('{"a":null}') }),
     cmdCheck: (cmd) => expect(cmd).not.toContain("\t"),
+  },
+  {
+    name: "hop-by-hop fields of the client's hop and its proxy credential are not exported",
+    make: () =>
+      entry({
+        method: "POST",
+        url: `${origin}/hop?x=1`,
+        req_headers: [
+          ["Host", `127.0.0.1:${upstream.port}`],
+          ["Proxy-Authorization", "Basic cHJveHl1c2VyOnMzY3JldA=="],
+          ["User-Agent", "g"],
+          ["Accept", "*/*"],
+          ["Proxy-Connection", "Keep-Alive"],
+          ["Connection", "keep-alive, X-Hop"],
+          ["Keep-Alive", "timeout=5"],
+          ["X-Hop", "for the proxy"],
+          ["TE", "trailers"],
+          ["Trailer", "X-Checksum"],
+          ["X-End", "for the upstream"],
+          ["Content-Type", "text/plain"],
+          ["Content-Length", "7"],
+        ],
+        req_body: "payload",
+        req_body_size: 7,
+      }),
+    exp: () => ({
+      dropped: ["host", "proxy-authorization", "proxy-connection", "connection", "keep-alive", "x-hop", "te", "trailer", "content-length"],
+      added: { host: `127.0.0.1:${upstream.port}`, "content-length": "7" },
+      body: enc("payload"),
+    }),
+    cmdCheck: (cmd) => {
+      expect(cmd).not.toContain("cHJveHl1c2VyOnMzY3JldA==");
+      expect(cmd).not.toMatch(/Proxy-|Connection|Keep-Alive|X-Hop|TE:|Trailer/);
+      expect(cmd).toContain("-H 'X-End: for the upstream'");
+    },
+  },
+  {
+    name: "a WebSocket handshake is sent as a plain GET (curl would hang after a 101), with a note saying so",
+    make: () =>
+      entry({
+        method: "GET",
+        url: `${origin}/ws`,
+        req_headers: [
+          ["Host", `127.0.0.1:${upstream.port}`],
+          ["Connection", "Upgrade"],
+          ["Upgrade", "websocket"],
+          ["Sec-WebSocket-Version", "13"],
+          ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="],
+          ["User-Agent", "g"],
+          ["Accept", "*/*"],
+        ],
+      }),
+    exp: () => ({ dropped: ["host", "connection", "upgrade"], added: { host: `127.0.0.1:${upstream.port}` }, body: new Uint8Array() }),
+    cmdCheck: (cmd) => {
+      expect(cmd).not.toMatch(/Upgrade:|Connection:/);
+      expect(cmd.split("\n").at(-1)).toStartWith("# note: protocol upgrade (websocket) not requested");
+    },
   },
 ];
 
@@ -740,6 +800,29 @@ describe("toRaw", () => {
         "(body truncated: 5 of 9000 bytes captured)\r\n" +
         "hello",
     );
+  });
+
+  test("a transcript: hop-by-hop fields are kept, the proxy credential's value is not", () => {
+    const raw = toRaw(
+      entry({
+        method: "POST",
+        url: "http://h.test/p",
+        req_headers: [
+          ["Host", "h.test"],
+          ["Proxy-Authorization", "Basic cHJveHl1c2VyOnMzY3JldA=="],
+          ["Proxy-Connection", "Keep-Alive"],
+          ["Transfer-Encoding", "chunked"],
+        ],
+        req_body: "abc",
+        req_body_size: 3,
+        res_headers: [["Proxy-Authenticate", "Basic realm=x"], ["Connection", "close"]],
+      }),
+    );
+    expect(raw).not.toContain("cHJveHl1c2VyOnMzY3JldA==");
+    expect(raw).toStartWith(
+      "POST /p HTTP/1.1\r\nHost: h.test\r\nProxy-Authorization: (redacted: a credential for the proxy)\r\nProxy-Connection: Keep-Alive\r\nTransfer-Encoding: chunked\r\n\r\nabc\r\n\r\n",
+    );
+    expect(raw).toContain("Proxy-Authenticate: Basic realm=x\r\nConnection: close\r\n");
   });
 
   test("no response: one line with the error", () => {

@@ -888,6 +888,20 @@ describe("capture control and API errors", () => {
     expect((await fetch(svc.url("/api/v1/websocket/connections"))).status).toBe(401);
   });
 
+  test("a malformed id is 400 naming it; a query parameter (the routes take none) is 400, not ignored", async () => {
+    for (const bad of ["-1", "1.5", "1e0", "0x1", "+1", "%201"]) {
+      const r = await svc.call(`/api/v1/websocket/connections/${bad}/frames`);
+      expect({ bad, status: r.status }).toEqual({ bad, status: 400 });
+      expect(((await r.json()) as { error: { message: string } }).error.message).toContain("'id'");
+    }
+    expect((await svc.call("/api/v1/websocket/connections/0/frames")).status).toBe(404);
+    for (const path of ["/api/v1/websocket/connections?limit=5", "/api/v1/websocket/connections/987654/frames?limit=5"]) {
+      const r = await svc.call(path);
+      expect({ path, status: r.status }).toEqual({ path, status: 400 });
+      expect(((await r.json()) as { error: { message: string } }).error.message).toContain("'limit'");
+    }
+  });
+
   test("the routes are in the OpenAPI document", async () => {
     const doc = (await (await svc.call("/api/v1/openapi.json")).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(doc.paths)).toContain("/api/v1/websocket/connections");
