@@ -54,11 +54,18 @@ for (const t of wanted) {
   const outfile = join(outdir, `tapwire-${t}${t.startsWith("windows") ? ".exe" : ""}`);
   const started = performance.now();
   const result = await Bun.build({
-    // The capture store's writer runs in a Worker (new Worker(new URL("./capture-writer.ts", import.meta.url))):
-    // its file is an entrypoint of its own in the binary. Entries are named flat ([name].js at the root of the
+    // The capture store's writer and the script engine's workers run in Workers
+    // (new Worker(new URL("./capture-writer.ts", import.meta.url)), likewise "./script-worker.ts"): each of those
+    // files is an entrypoint of its own in the binary. Entries are named flat ([name].js at the root of the
     // binary's file system, next to the main module) so that URL resolves to it; ESM keeps import.meta.url that
     // of the binary (with the CJS bytecode output it is the build machine's source path: oven-sh/bun#40903).
-    entrypoints: [join(import.meta.dir, "src/cli/main.ts"), join(import.meta.dir, "src/store/capture-writer.ts")],
+    // The script worker imports QuickJS's .wasm `with { type: "file" }` (embedded in the binary) and its sandbox
+    // sources (chai, the prelude) as text (inlined).
+    entrypoints: [
+      join(import.meta.dir, "src/cli/main.ts"),
+      join(import.meta.dir, "src/store/capture-writer.ts"),
+      join(import.meta.dir, "src/features/scripts/engine/script-worker.ts"),
+    ],
     naming: { entry: "[name].[ext]" },
     format: "esm",
     compile: {

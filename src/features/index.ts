@@ -1,6 +1,7 @@
 import { captureFeature } from "./capture/feature.ts";
 import { ignoreHostsFeature } from "./ignore/feature.ts";
 import { breakpointsFeature } from "./breakpoints/feature.ts";
+import { scriptsFeature } from "./scripts/feature.ts";
 import { mapLocalFeature } from "./map-local/feature.ts";
 import { mapRemoteFeature } from "./map-remote/feature.ts";
 import { throttleFeature } from "./throttle/feature.ts";
@@ -16,6 +17,9 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   capture        decides whether the flow is recorded (capture on, client not ignored)
  *   ignore-hosts   tunnels CONNECTs to ignored hosts; keeps plain-HTTP flows to them out of capture
  *   breakpoints    pauses flows at the request phase (breakpoints, intercept hosts) and the response phase
+ *   scripts        runs request scripts just before the request goes upstream (map-remote sees what they changed;
+ *                  a request map-local answers is not run) and response scripts before the client receives the
+ *                  response (map-local's answers included)
  *   map-local      answers from an inline body or a local file (later request hooks are skipped)
  *   map-remote     rewrites the destination just before the request goes upstream
  *   throttle       attaches bandwidth limits and delays (also to tunnels, via its connect hook)
@@ -27,6 +31,7 @@ export const FEATURES: readonly FeatureFactory[] = [
   captureFeature,
   ignoreHostsFeature,
   breakpointsFeature,
+  scriptsFeature,
   mapLocalFeature,
   mapRemoteFeature,
   throttleFeature,

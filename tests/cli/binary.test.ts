@@ -33,6 +33,23 @@ describe("single-binary build", () => {
       const h: any = await (await fetch(`http://127.0.0.1:${t.handshake.port}/api/v1/health`)).json();
       expect(h.status).toBe("ok");
       expect(h.version).toBe(version);
+
+      // scripts run in the binary as under bun test: QuickJS's wasm and the worker are embedded
+      const execute = async (script: string) => {
+        const r = await t.api("/api/v1/scripts/execute", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ input: { script, phase: "test", variables: { who: "binary" }, request: { method: "GET", url: "https://example.test/", headers: {}, body: "" }, response: { status: 201, headers: { "Content-Type": "application/json" }, body: '{"ok":true}' } } }),
+        });
+        expect(r.status).toBe(200);
+        return (await r.json()) as { tests: unknown[]; errors: { message: string }[]; variables: Record<string, unknown>; console: { message: string }[] };
+      };
+      const ok = await execute(`pm.test("created", () => pm.response.to.have.status(201)); pm.expect(pm.response.json().ok).to.be.true; pm.variables.set("seen", pm.variables.replaceIn("{{who}}")); console.log("hi")`);
+      expect(ok).toMatchObject({ tests: [{ name: "created", passed: true, error: null }], errors: [], variables: { who: "binary", seen: "binary" }, console: [{ message: "hi" }] });
+      const looping = await execute("while (true) {}");
+      expect(looping.errors[0]!.message).toContain("timed out");
+      const failing = await execute(`pm.test("wrong", () => pm.expect(1).to.equal(2))`);
+      expect(failing.tests).toEqual([{ name: "wrong", passed: false, error: "expected 1 to equal 2" }]);
     } finally {
       expect(await t.stop("SIGTERM")).toBe(0);
     }

@@ -1,0 +1,43 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { ScriptEngine } from "../../../src/features/scripts/engine/engine.ts";
+import type { ScriptInput } from "../../../src/features/scripts/engine/types.ts";
+
+/** Runs are kept in flight in a worker (engine.ts, PIPELINE): what happens to those behind a run that fails. */
+const engine = new ScriptEngine({ workers: 1, timeoutMs: 300 });
+afterAll(() => engine.close());
+
+const input = (script: string): ScriptInput => ({
+  script,
+  phase: "request",
+  request: { method: "GET", url: "http://example.test/", headers: [], body: "" },
+});
+
+describe("script engine: runs in flight behind one that ends its worker", () => {
+  test("runs posted behind a looping one are run again on the new worker, once each, in order", async () => {
+    await engine.start();
+    const loop = engine.run(input("while (true) {}"));
+    const behind = Array.from({ length: 5 }, (_, i) => engine.run(input(`pm.request.headers.add({key: "X-N", value: "${i}"}); console.log("ran ${i}")`)));
+    const out = await loop;
+    expect(out.errors[0]!.message).toContain("timed out");
+    const rest = await Promise.all(behind);
+    rest.forEach((o, i) => {
+      expect(o.errors).toEqual([]);
+      expect(o.request.headers).toEqual([["X-N", String(i)]]);
+      expect(o.console.map((c) => c.message)).toEqual([`ran ${i}`]);
+    });
+  });
+
+  test("runs behind one that runs out of memory complete too", async () => {
+    const oom = engine.run(input("const a = []; for (;;) a.push('x'.repeat(1024 * 1024) + a.length);"), { memoryBytes: 16 * 1024 * 1024 });
+    const behind = Array.from({ length: 3 }, (_, i) => engine.run(input(`pm.variables.set("i", ${i})`), { memoryBytes: 16 * 1024 * 1024 }));
+    const o = await oom;
+    expect(o.errors.map((e) => e.message).join(" ")).toContain("memory");
+    const rest = await Promise.all(behind);
+    expect(rest.map((r) => [r.errors, r.variables])).toEqual([0, 1, 2].map((i) => [[], { i }]));
+  });
+
+  test("many runs at once all complete, in the order they were given", async () => {
+    const outs = await Promise.all(Array.from({ length: 200 }, (_, i) => engine.run(input(`pm.variables.set("n", ${i})`))));
+    expect(outs.map((o) => o.variables.n)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+  });
+});
