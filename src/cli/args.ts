@@ -3,9 +3,17 @@ import { existsSync } from "node:fs";
 import { DEFAULTS, type ServiceConfig } from "../service/config.ts";
 import { resolveDataDir } from "../service/datadir.ts";
 
-export class UsageError extends Error {}
+/** A mistake in the command line: main.ts prints the message and `usage` (when given) on stderr and exits 2. */
+export class UsageError extends Error {
+  constructor(message: string, readonly usage?: string) {
+    super(message);
+  }
+}
 
 export const START_USAGE = `usage: tapwire start [options]
+
+Runs the proxy and the management API in the foreground until Ctrl-C, SIGTERM or \`tapwire stop\`. The API port and
+a fresh token are written to api-handshake.json in the data directory, which the other commands read.
 
   --data-dir DIR            data directory (default: $TAPWIRE_DATA_DIR, else the per-user data folder)
   --port N                  proxy port (default ${DEFAULTS.proxyPort}; 0 picks a free port)
@@ -20,7 +28,11 @@ export const START_USAGE = `usage: tapwire start [options]
   --idle-timeout SECS       upstream silence before the flow fails (default ${DEFAULTS.idleTimeoutSec})
   --mock-port N             also start the mock listener on this port
   --script-timeout MS       time limit of one script execution (default ${DEFAULTS.scriptTimeoutMs})
-  --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)`;
+  --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)
+  -h, --help                show this text
+
+example:
+  tapwire start --port 8080 --data-dir /tmp/tw`;
 
 function int(name: string, v: string | undefined, def: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined) return def;
@@ -32,39 +44,39 @@ function int(name: string, v: string | undefined, def: number, min = 0, max = Nu
   return n;
 }
 
-export function parseStartArgs(argv: string[], env: Record<string, string | undefined> = process.env): ServiceConfig {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        "data-dir": { type: "string" },
-        port: { type: "string" },
-        "listen-host": { type: "string" },
-        "api-port": { type: "string" },
-        "body-limit": { type: "string" },
-        "max-entries": { type: "string" },
-        "upstream-insecure": { type: "boolean" },
-        "upstream-ca": { type: "string", multiple: true },
-        "intercept-timeout": { type: "string" },
-        "connect-timeout": { type: "string" },
-        "idle-timeout": { type: "string" },
-        "mock-port": { type: "string" },
-        "script-timeout": { type: "string" },
-        "script-memory": { type: "string" },
-      },
-    }));
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+/**
+ * The options of `tapwire start`; `tapwire run` takes them too, for the service it embeds. Upstream proxy chaining
+ * (src/cli/upstream-proxy-args.ts) plugs in here: its two options in START_OPTIONS, its usage lines in START_USAGE,
+ * its two fields in startConfig's result; `tapwire run` then passes them on to an embedded tapwire as well.
+ */
+export const START_OPTIONS = {
+  "data-dir": { type: "string" },
+  port: { type: "string" },
+  "listen-host": { type: "string" },
+  "api-port": { type: "string" },
+  "body-limit": { type: "string" },
+  "max-entries": { type: "string" },
+  "upstream-insecure": { type: "boolean" },
+  "upstream-ca": { type: "string", multiple: true },
+  "intercept-timeout": { type: "string" },
+  "connect-timeout": { type: "string" },
+  "idle-timeout": { type: "string" },
+  "mock-port": { type: "string" },
+  "script-timeout": { type: "string" },
+  "script-memory": { type: "string" },
+} as const;
+
+/** The values parseArgs gives for START_OPTIONS. */
+export type StartValues = { [K in keyof typeof START_OPTIONS]?: (typeof START_OPTIONS)[K] extends { multiple: true } ? string[] : (typeof START_OPTIONS)[K] extends { type: "boolean" } ? boolean : string };
+
+/** Turns parsed start options into a service configuration (range checks are UsageErrors). */
+export function startConfig(values: StartValues, env: Record<string, string | undefined> = process.env, defaults: { proxyPort?: number } = {}): ServiceConfig {
   const upstreamCa = values["upstream-ca"] ?? [];
   for (const f of upstreamCa) if (!existsSync(f)) throw new UsageError(`--upstream-ca: no such file ${f}`);
   return {
     dataDir: resolveDataDir(values["data-dir"], env),
     apiPort: int("api-port", values["api-port"], DEFAULTS.apiPort, 0, 65535),
-    proxyPort: int("port", values.port, DEFAULTS.proxyPort, 0, 65535),
+    proxyPort: int("port", values.port, defaults.proxyPort ?? DEFAULTS.proxyPort, 0, 65535),
     listenHost: values["listen-host"] ?? DEFAULTS.listenHost,
     bodyLimit: int("body-limit", values["body-limit"], DEFAULTS.bodyLimit, 0),
     maxEntries: int("max-entries", values["max-entries"], DEFAULTS.maxEntries, 1),
@@ -77,4 +89,15 @@ export function parseStartArgs(argv: string[], env: Record<string, string | unde
     scriptTimeoutMs: int("script-timeout", values["script-timeout"], DEFAULTS.scriptTimeoutMs, 10, 600_000),
     scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),
   };
+}
+
+/** `tapwire start`'s arguments as a configuration; UsageError on a bad or unknown flag. */
+export function parseStartArgs(argv: string[], env: Record<string, string | undefined> = process.env): ServiceConfig {
+  let values: StartValues;
+  try {
+    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: START_OPTIONS }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  return startConfig(values, env);
 }

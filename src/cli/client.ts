@@ -13,6 +13,20 @@ export interface ApiAnswer {
 }
 
 /**
+ * Bun's fetch reads HTTP_PROXY / NO_PROXY from process.env at each call. In a shell set up by `tapwire env` (whose
+ * NO_PROXY is empty, so that loopback traffic is captured too) the API calls would otherwise go through the proxy
+ * itself: be recorded, and fail once the proxy has stopped. This adds 127.0.0.1 to this process's NO_PROXY (both
+ * spellings) when a proxy variable is set; processes started afterwards get their environment explicitly.
+ */
+export function bypassProxyForLoopback(env: Record<string, string | undefined> = process.env): void {
+  if (!["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"].some((k) => env[k])) return;
+  for (const k of ["NO_PROXY", "no_proxy"]) {
+    const list = (env[k] ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+    if (!list.includes("127.0.0.1")) env[k] = [...list, "127.0.0.1"].join(",");
+  }
+}
+
+/**
  * A client of the running service's management API, found through api-handshake.json in its data directory. The
  * CLI commands and the MCP server use it; the token never leaves this object (it is not printed or logged).
  */
@@ -46,6 +60,7 @@ export class ApiClient {
       init.body = typeof body === "string" ? body : JSON.stringify(body);
       (init.headers as Record<string, string>)["content-type"] ??= "application/json";
     }
+    bypassProxyForLoopback();
     let res: Response;
     try {
       res = await fetch(this.baseUrl + p, init);

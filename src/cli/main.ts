@@ -1,86 +1,135 @@
 #!/usr/bin/env bun
-import { AlreadyRunningError } from "../service/handshake.ts";
-import { TapwireService } from "../service/service.ts";
 import { VERSION } from "../version.ts";
-import { parseStartArgs, START_USAGE, UsageError } from "./args.ts";
-import { throttleCommand, THROTTLE_USAGE } from "../features/throttle/cli.ts";
+import { NotRunningError } from "./client.ts";
+import { CliFailure, DATA_DIR_OPTION, HelpRequested, UsageError, processIo, type Command, type Io } from "./command.ts";
+import { apiCommand } from "./commands/api.ts";
+import { caCommand } from "./commands/ca.ts";
+import { completionCommand } from "./commands/completion.ts";
+import { envCommand } from "./commands/env.ts";
+import { runCommand } from "./commands/run.ts";
+import { startCommand } from "./commands/start.ts";
+import { statusCommand } from "./commands/status.ts";
+import { stopCommand } from "./commands/stop.ts";
+import { throttleCommand } from "./commands/throttle.ts";
+import { trafficCommand } from "./commands/traffic.ts";
+import { versionCommand } from "./commands/version.ts";
 
-const USAGE = `tapwire ${VERSION}: a headless traffic-inspecting MITM proxy with a local management API
+/**
+ * `tapwire mcp` (src/cli/mcp.ts): its module, with the MCP SDK, is loaded only when the command runs, so that the
+ * other commands do not pay for it at start-up.
+ */
+const mcpEntry: Command = {
+  name: "mcp",
+  summary: "serve the Model Context Protocol over stdio, for AI assistants",
+  usage: "usage: tapwire mcp [--data-dir DIR]",
+  loadUsage: async () => (await import("./mcp.ts")).MCP_USAGE,
+  options: DATA_DIR_OPTION,
+  values: { "data-dir": "dir" },
+  run: async (argv: string[]) => (await import("./mcp.ts")).mcpCommand(argv),
+};
+
+/** Every command, in the order the usage lists them. */
+export const COMMANDS: Command[] = [
+  startCommand,
+  statusCommand,
+  stopCommand,
+  envCommand,
+  runCommand,
+  trafficCommand,
+  apiCommand,
+  caCommand,
+  throttleCommand,
+  mcpEntry,
+  completionCommand(() => COMMANDS),
+  versionCommand,
+];
+
+export function usage(): string {
+  const visible = COMMANDS.filter((c) => !c.hidden);
+  const width = Math.max(...visible.map((c) => c.name.length), 4) + 2;
+  return `tapwire ${VERSION}: a headless traffic-inspecting MITM proxy with a local management API
 
 usage: tapwire <command> [options]
 
 commands:
-  start      run the proxy and the management API in the foreground
-  throttle   throttle reload: make the running service re-read throttle-rules.json
-  version    print the version
-  help       show this text
+${visible.map((c) => `  ${c.name.padEnd(width)} ${c.summary}`).join("\n")}
+  ${"help".padEnd(width)} show this text, or a command's: tapwire help traffic wait
 
-${START_USAGE}
+Every command answers --help. Commands that talk to the running tapwire find it through api-handshake.json in its
+data directory: --data-dir DIR, else $TAPWIRE_DATA_DIR, else the per-user data folder. Exit codes: 0 done,
+1 failed (not running, an API error, a timeout), 2 a usage error.
 
-${THROTTLE_USAGE}`;
+examples:
+  tapwire start --port 8080                       # in one terminal
+  eval "$(tapwire env)"; curl https://example.com/ # in another: curl goes through tapwire
+  tapwire traffic list
+  tapwire run --har traffic.har -- npm test       # record one command's traffic`;
+}
 
-async function start(argv: string[]): Promise<number> {
-  const config = parseStartArgs(argv);
-  const service = new TapwireService(config);
-  // Handlers go in before anything starts: a signal that arrives during start-up stops the service
-  // as soon as it is up (stop() waits for nothing that start() has not made).
-  let started = false;
-  let stopRequested = false;
-  const onSignal = (sig: string) => {
-    process.stderr.write(`tapwire: ${sig}, stopping\n`);
-    stopRequested = true;
-    if (started) void service.stop();
-  };
-  process.on("SIGINT", () => onSignal("SIGINT"));
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
-  try {
-    await service.start();
-  } catch (e) {
-    if (e instanceof AlreadyRunningError) {
-      process.stderr.write(`tapwire: ${e.message}\n`);
-      return 3;
-    }
-    throw e;
+/** `tapwire help [command [subcommand]]`. */
+async function help(words: string[], io: Io): Promise<number> {
+  if (words.length === 0) {
+    io.out(usage());
+    return 0;
   }
-  started = true;
-  if (stopRequested) void service.stop();
-  await service.stopped;
+  const c = COMMANDS.find((x) => x.name === words[0]);
+  if (!c) throw new UsageError(`unknown command '${words[0]}'`, usage());
+  if (words[1] !== undefined) {
+    const s = c.subcommands?.find((x) => x.name === words[1]);
+    if (!s) throw new UsageError(`unknown ${c.name} command '${words[1]}'`, c.usage);
+    io.out(s.usage);
+    return 0;
+  }
+  io.out(c.loadUsage ? await c.loadUsage() : c.usage);
   return 0;
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  let cmd: Command | undefined;
   try {
-    switch (cmd) {
-      case "start":
-        return await start(rest);
-      case "throttle":
-        return await throttleCommand(rest);
-      case "version":
-      case "--version":
-      case "-v":
-        process.stdout.write(VERSION + "\n");
-        return 0;
+    switch (name) {
       case undefined:
+        throw new UsageError("missing command", usage());
       case "help":
       case "--help":
       case "-h":
-        process.stdout.write(USAGE + "\n");
-        return cmd === undefined ? 2 : 0;
-      default:
-        process.stderr.write(`tapwire: unknown command '${cmd}'\n\n${USAGE}\n`);
-        return 2;
+        return await help(rest, io);
+      case "--version":
+      case "-v":
+        io.out(VERSION);
+        return 0;
     }
+    cmd = COMMANDS.find((c) => c.name === name);
+    if (!cmd) throw new UsageError(`unknown command '${name}'`, usage());
+    return await cmd.run(rest, io);
   } catch (e) {
+    if (e instanceof HelpRequested) {
+      io.out(e.usage);
+      return 0;
+    }
     if (e instanceof UsageError) {
-      process.stderr.write(`tapwire: ${e.message}\n\n${START_USAGE}\n`);
+      io.err(`tapwire: ${e.message}\n\n${e.usage ?? cmd?.usage ?? usage()}`);
       return 2;
     }
-    process.stderr.write(`tapwire: ${(e as Error).message}\n`);
+    if (e instanceof CliFailure) {
+      io.err(`tapwire: ${e.message}`);
+      return e.code;
+    }
+    if (e instanceof NotRunningError) {
+      io.err(`tapwire: ${e.message}`);
+      return 1;
+    }
+    io.err(`tapwire: ${(e as Error).message ?? String(e)}`);
     return 1;
   }
 }
 
 if (import.meta.main) {
-  main(process.argv.slice(2)).then((code) => process.exit(code));
+  const flushed = (s: NodeJS.WriteStream) => new Promise<void>((r) => s.write("", () => r()));
+  main(process.argv.slice(2)).then(async (code) => {
+    // let piped output drain before exiting (a large --json answer can still be queued)
+    await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+    process.exit(code);
+  });
 }

@@ -8,7 +8,11 @@ export const THROTTLE_USAGE = `usage: tapwire throttle reload [--data-dir DIR]
             (it also does so by itself when the file changes); exits 1 naming the problem when the
             file is invalid (the previous rules stay in force) or when tapwire is not running
 
-  --data-dir DIR   data directory of the running tapwire (default: $TAPWIRE_DATA_DIR, else the per-user data folder)`;
+  --data-dir DIR   data directory of the running tapwire (default: $TAPWIRE_DATA_DIR, else the per-user data folder)
+  -h, --help       show this text
+
+example:
+  tapwire throttle reload --data-dir /tmp/tw`;
 
 export interface CliIo {
   out: (line: string) => void;
