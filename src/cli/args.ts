@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { existsSync } from "node:fs";
+import { parseNoProxyList, parseProxyUrl, ProxyConfigError, type ProxyUrl } from "../core/proxy/parent-proxy.ts";
 import { DEFAULTS, type ServiceConfig } from "../service/config.ts";
 import { resolveDataDir } from "../service/datadir.ts";
 
@@ -23,6 +24,11 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --max-entries N           capture store bound, oldest evicted (default ${DEFAULTS.maxEntries})
   --upstream-insecure       do not verify upstream TLS certificates
   --upstream-ca FILE        also trust this PEM CA for upstream TLS (repeatable)
+  --upstream-proxy URL      send upstream traffic through this HTTP proxy: http://[user:pass@]host:port
+                            (plain HTTP as absolute-form requests, HTTPS through CONNECT; default: direct)
+  --upstream-no-proxy LIST  hosts reached directly despite --upstream-proxy, comma-separated (repeatable):
+                            host or IP, .domain (it and its subdomains), *.domain (subdomains), * (all);
+                            loopback goes through the proxy unless listed
   --intercept-timeout SECS  paused flows resume by themselves after this (default ${DEFAULTS.interceptTimeoutSec})
   --connect-timeout SECS    upstream connect timeout (default ${DEFAULTS.connectTimeoutSec})
   --idle-timeout SECS       upstream silence before the flow fails (default ${DEFAULTS.idleTimeoutSec})
@@ -45,10 +51,35 @@ function int(name: string, v: string | undefined, def: number, min = 0, max = Nu
 }
 
 /**
- * The options of `tapwire start`; `tapwire run` takes them too, for the service it embeds. Upstream proxy chaining
- * (src/cli/upstream-proxy-args.ts) plugs in here: its two options in START_OPTIONS, its usage lines in START_USAGE,
- * its two fields in startConfig's result; `tapwire run` then passes them on to an embedded tapwire as well.
+ * Checks `--upstream-proxy URL`: `http://[user:pass@]host[:port]` (port 80 when left out; user and password
+ * percent-encoded as in any URL). Returns the parts and `url`, the normalised URL to put in
+ * ServiceConfig.upstreamProxy, and `display`, the URL with the password replaced by ***.
+ * Throws UsageError naming the flag; the message never contains the password.
  */
+export function parseUpstreamProxy(url: string): ProxyUrl {
+  try {
+    return parseProxyUrl(url);
+  } catch (e) {
+    if (e instanceof ProxyConfigError) throw new UsageError(`--upstream-proxy: ${e.message}`);
+    throw e;
+  }
+}
+
+/**
+ * Checks `--upstream-no-proxy LIST` (one comma-separated string, or the values of a repeated flag) and returns the
+ * normalised entries for ServiceConfig.upstreamNoProxy. Throws UsageError naming the first bad entry.
+ */
+export function parseUpstreamNoProxy(list: string | readonly string[] | undefined): string[] {
+  if (list === undefined) return [];
+  try {
+    return parseNoProxyList(list);
+  } catch (e) {
+    if (e instanceof ProxyConfigError) throw new UsageError(`--upstream-no-proxy: ${e.message}`);
+    throw e;
+  }
+}
+
+/** The options of `tapwire start`; `tapwire run` takes them too, for the service it embeds. */
 export const START_OPTIONS = {
   "data-dir": { type: "string" },
   port: { type: "string" },
@@ -58,6 +89,8 @@ export const START_OPTIONS = {
   "max-entries": { type: "string" },
   "upstream-insecure": { type: "boolean" },
   "upstream-ca": { type: "string", multiple: true },
+  "upstream-proxy": { type: "string" },
+  "upstream-no-proxy": { type: "string", multiple: true },
   "intercept-timeout": { type: "string" },
   "connect-timeout": { type: "string" },
   "idle-timeout": { type: "string" },
@@ -82,6 +115,8 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     maxEntries: int("max-entries", values["max-entries"], DEFAULTS.maxEntries, 1),
     upstreamInsecure: values["upstream-insecure"] ?? false,
     upstreamCa,
+    upstreamProxy: values["upstream-proxy"] === undefined ? null : parseUpstreamProxy(values["upstream-proxy"]).url,
+    upstreamNoProxy: parseUpstreamNoProxy(values["upstream-no-proxy"]),
     interceptTimeoutSec: int("intercept-timeout", values["intercept-timeout"], DEFAULTS.interceptTimeoutSec, 1),
     connectTimeoutSec: int("connect-timeout", values["connect-timeout"], DEFAULTS.connectTimeoutSec, 1),
     idleTimeoutSec: int("idle-timeout", values["idle-timeout"], DEFAULTS.idleTimeoutSec, 1),

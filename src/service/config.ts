@@ -27,6 +27,19 @@ export interface ServiceConfig {
   scriptTimeoutMs: number;
   /** Memory limit of one script execution's runtime, bytes. Default 64 MiB. */
   scriptMemoryBytes: number;
+  /**
+   * Parent HTTP proxy for upstream traffic (`--upstream-proxy http://[user:pass@]host:port`), or null to connect
+   * directly (the default). Validate with parseUpstreamProxy (src/cli/args.ts). Holds the
+   * credentials: never log or answer it (ParentProxy.describe() is the printable form).
+   * Optional until the CLI sets it (missing = null).
+   */
+  upstreamProxy: string | null;
+  /**
+   * Hosts reached directly although upstreamProxy is set (`--upstream-no-proxy LIST`): `host`, IP, `.domain`
+   * (the domain and its subdomains), `*.domain` (subdomains only), `*` (all). Loopback is not bypassed unless
+   * listed. Optional until the CLI sets it (missing = []).
+   */
+  upstreamNoProxy: string[];
 }
 
 export const DEFAULTS = {
@@ -40,4 +53,6 @@ export const DEFAULTS = {
   idleTimeoutSec: 60,
   scriptTimeoutMs: 1000,
   scriptMemoryBytes: 64 * 1024 * 1024,
+  upstreamProxy: null as string | null,
+  upstreamNoProxy: [] as string[],
 } as const;

@@ -10,6 +10,7 @@ import { ClientLabeler } from "../core/proxy/client-label.ts";
 import type { ProxyContext } from "../core/proxy/context.ts";
 import { ProxyServer } from "../core/proxy/server.ts";
 import { UpstreamPool } from "../core/proxy/upstream.ts";
+import { ParentProxy } from "../core/proxy/parent-proxy.ts";
 import { loadOrCreateCASync, type CA } from "../core/tls/ca.ts";
 import { LeafCertCache } from "../core/tls/leaf.ts";
 import { healthRoutes } from "../features/health/routes.ts";
@@ -129,6 +130,7 @@ export class TapwireService {
       connectTimeoutMs: this.config.connectTimeoutSec * 1000,
       idleTimeoutSec: this.config.idleTimeoutSec,
       maxIdlePerKey: 64,
+      parent: this.parentProxy(),
     });
     const labeler = new ClientLabeler();
     const wsFeatures = this.features.filter((f) => f.webSocketOpened);
@@ -151,6 +153,21 @@ export class TapwireService {
     };
     this.proxy = new ProxyServer(this.proxyCtx);
     this.proxy.listen(this.config.listenHost, this.config.proxyPort);
+  }
+
+  /** The parent proxy of --upstream-proxy (an invalid one stops the start with its reason), logged without credentials. */
+  private parentProxy(): ParentProxy | null {
+    const url = this.config.upstreamProxy ?? null;
+    if (url === null) return null;
+    let parent: ParentProxy;
+    try {
+      parent = ParentProxy.from(url, this.config.upstreamNoProxy ?? []);
+    } catch (e) {
+      const msg = (e as Error).message;
+      throw new Error(`${msg.startsWith("no-proxy entry") ? "--upstream-no-proxy" : "--upstream-proxy"}: ${msg}`);
+    }
+    this.log(`tapwire: ${parent.describe()}`);
+    return parent;
   }
 
   private routes(): RoutePlugin[] {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -265,4 +265,27 @@ describe.skipIf(!wired)("tapwire mcp through the CLI entry", () => {
       await c.client.close();
     }
   });
+
+  test(
+    "the compiled executable (build.ts --target current) serves MCP over stdio",
+    async () => {
+      const out = tempDir("tapwire-mcp-build-");
+      const build = Bun.spawn([BUN, "run", join(ROOT, "build.ts"), "--target", "current", "--outdir", out], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+      expect({ code: await build.exited, err: await new Response(build.stderr).text() }).toEqual({ code: 0, err: "" });
+      const name = readdirSync(out).find((f) => f.startsWith("tapwire-") && !f.endsWith(".map"))!;
+      const sink: string[] = [];
+      const c = await connect([join(out, name), "mcp", "--data-dir", svc.config.dataDir], sink);
+      try {
+        expect((await c.client.listTools()).tools).toHaveLength(16);
+        await curl(["-x", proxy, `${up.httpUrl}/echo?compiled=1`]);
+        const r = (await c.client.callTool({ name: "list_traffic", arguments: { search: "compiled=1" } })) as ToolResult;
+        expect(JSON.parse(r.content[0]!.text!).items[0].url).toBe(`${up.httpUrl}/echo?compiled=1`);
+        expect(sink.join("")).toContain("tapwire mcp: serving MCP on stdio");
+      } finally {
+        await c.client.close();
+        rmSync(out, { recursive: true, force: true });
+      }
+    },
+    180_000,
+  );
 });

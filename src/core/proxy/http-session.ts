@@ -423,6 +423,7 @@ export class HttpSession implements UpstreamOwner {
       port: r.port,
       servername: this.target && this.target.host === r.host && this.target.port === r.port ? this.target.servername : undefined,
     };
+    if (flow.websocket) target.websocket = true; // through a parent proxy it takes a CONNECT tunnel
     const idle = this.ctx.pool.takeIdle(target);
     if (idle) return this.sendRequest(flow, idle);
     this.reqState = "connecting";
@@ -460,6 +461,8 @@ export class HttpSession implements UpstreamOwner {
         return this.failWith502(flow, flow.error);
       }
     }
+    // through a parent proxy (plain HTTP): absolute-form target and Proxy-Authorization, on the wire only
+    if (conn.proxyForm !== null) head = conn.proxyForm.apply(head);
     if (body !== null) {
       if (flow.capture) flow.reqBody.add(body);
       conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
@@ -572,6 +575,11 @@ export class HttpSession implements UpstreamOwner {
           this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
         }
         continue;
+      }
+      if (head.status === 407 && this.upstream !== null && this.upstream.proxyForm !== null) {
+        // the parent proxy wants (other) credentials: that is tapwire's problem, not a question for the client
+        flow.error = this.upstream.proxyForm.refusal(head.reason);
+        return this.failWith502(flow, flow.error);
       }
       let framing: Framing;
       try {

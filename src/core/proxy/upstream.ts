@@ -1,6 +1,7 @@
 import type { Socket } from "bun";
 import { Endpoint } from "./endpoint.ts";
 import type { Scheme } from "../../pipeline/flow.ts";
+import type { ParentProxy, ProxyForm } from "./parent-proxy.ts";
 
 export interface UpstreamTarget {
   scheme: Scheme;
@@ -8,9 +9,11 @@ export interface UpstreamTarget {
   port: number;
   /** TLS server name (SNI and verification name); defaults to host. */
   servername?: string;
+  /** The connection will carry a WebSocket upgrade: through a parent proxy, a plain one then goes through CONNECT. */
+  websocket?: boolean;
 }
 
-export type UpstreamErrorKind = "dns" | "refused" | "reset" | "tls" | "timeout" | "closed" | "other";
+export type UpstreamErrorKind = "dns" | "refused" | "reset" | "tls" | "timeout" | "closed" | "proxy" | "other";
 
 /** An upstream failure, already translated into words a user can act on. */
 export class UpstreamError extends Error {
@@ -46,6 +49,8 @@ export interface UpstreamOptions {
   idleTimeoutSec: number;
   /** Idle pooled connections kept per destination. */
   maxIdlePerKey: number;
+  /** Parent proxy to chain through (--upstream-proxy), or null/undefined to connect directly. */
+  parent?: ParentProxy | null;
 }
 
 export class UpstreamConn {
@@ -56,6 +61,8 @@ export class UpstreamConn {
   /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). Re-armed on every read. */
   idleSec = 0;
   open = true;
+  /** Set on connections to a parent proxy that carry absolute-form requests (plain HTTP); null when direct. */
+  proxyForm: ProxyForm | null = null;
   constructor(readonly key: string, socket: Socket<any>, readonly pool: UpstreamPool) {
     this.ep = new Endpoint(socket);
   }
@@ -76,16 +83,40 @@ function keyFor(t: UpstreamTarget): string {
   return `${t.scheme}://${t.host}:${t.port}${t.scheme === "https" ? `#${t.servername ?? t.host}` : ""}`;
 }
 
-/** Keep-alive pool of upstream connections, keyed by scheme, host, port (and TLS server name). */
+/** How a connection reaches its origin: directly, or through the parent proxy (and how). */
+type Route = "direct" | "absolute" | "tunnel";
+
+/**
+ * Keep-alive pool of upstream connections, keyed by route, scheme, host, port (and TLS server name). With a parent
+ * proxy, connections through it have keys of their own ("via ..."), so a direct connection and a proxied one are
+ * never handed out for each other.
+ */
 export class UpstreamPool {
   private idle = new Map<string, UpstreamConn[]>();
   private all = new Set<UpstreamConn>();
+  /** The parent proxy, or null: every connection is direct (and keyed as it always was). */
+  private readonly parent: ParentProxy | null;
+  private lastVia = { scheme: "", host: "", port: 0, servername: undefined as string | undefined, websocket: false, key: "", route: "direct" as Route };
 
-  constructor(readonly opts: UpstreamOptions) {}
+  constructor(readonly opts: UpstreamOptions) {
+    this.parent = opts.parent ?? null;
+  }
+
+  /** The route and pool key of a target when a parent proxy is configured (the last answer is kept). */
+  private routeOf(t: UpstreamTarget): { key: string; route: Route } {
+    const l = this.lastVia;
+    const ws = t.websocket === true;
+    if (t.port === l.port && t.host === l.host && t.scheme === l.scheme && t.servername === l.servername && ws === l.websocket) return l;
+    let route: Route = "direct";
+    if (this.parent!.routes(t.host)) route = t.scheme === "https" || ws ? "tunnel" : "absolute";
+    const key = route === "direct" ? keyFor(t) : `via ${route} ${keyFor(t)}`;
+    this.lastVia = { scheme: t.scheme, host: t.host, port: t.port, servername: t.servername, websocket: ws, key, route };
+    return this.lastVia;
+  }
 
   /** An idle connection for the target, or null. */
   takeIdle(target: UpstreamTarget): UpstreamConn | null {
-    const list = this.idle.get(keyOf(target));
+    const list = this.idle.get(this.parent === null ? keyOf(target) : this.routeOf(target).key);
     while (list && list.length > 0) {
       const c = list.pop()!;
       if (c.open && !c.ep.closed) return c;
@@ -95,6 +126,10 @@ export class UpstreamPool {
 
   /** Open a new connection; resolves once it can carry bytes (after the TLS handshake for https). */
   connect(target: UpstreamTarget): Promise<UpstreamConn> {
+    if (this.parent !== null) {
+      const { key, route } = this.routeOf(target);
+      if (route !== "direct") return this.connectViaParent(this.parent, target, key, route);
+    }
     const key = keyOf(target);
     const { host, port } = target;
     return new Promise<UpstreamConn>((resolve, reject) => {
@@ -195,6 +230,187 @@ export class UpstreamPool {
           },
         },
       }).catch((err) => fail(classifyConnectError(err, host, port)));
+    });
+  }
+
+  /**
+   * A connection through the parent proxy: "absolute" = a plain connection to the parent that carries
+   * absolute-form requests for this origin; "tunnel" = a CONNECT to the origin through the parent, then TLS
+   * inside it for https (or the bare tunnel for a plain WebSocket). Resolves once it can carry requests.
+   */
+  private connectViaParent(parent: ParentProxy, target: UpstreamTarget, key: string, route: Route): Promise<UpstreamConn> {
+    const { host, port } = target;
+    const pool = this;
+    const through = ` (through upstream proxy ${parent.label})`;
+    /** A failure to reach or keep the parent. */
+    const parentError = (err: unknown): UpstreamError => {
+      const e = classifyConnectError(err, parent.host, parent.port);
+      return new UpstreamError(e.kind, `cannot reach upstream proxy ${parent.label}: ${e.message}`);
+    };
+    /** A failure of the connection once it carries a request (the origin or the parent went away). */
+    const laterError = (err: unknown): UpstreamError => {
+      const e = classifyConnectError(err, host, port);
+      return new UpstreamError(e.kind, e.message + through);
+    };
+    return new Promise<UpstreamConn>((resolve, reject) => {
+      let settled = false;
+      let conn: UpstreamConn | null = null;
+      let raw: Socket<UpstreamConn | undefined> | null = null;
+      /** "connect": waiting for the parent's answer to CONNECT; "tls": handshake inside the tunnel (the raw socket then only sees ciphertext); "open": the raw socket carries requests. */
+      let phase: "connect" | "tls" | "open" = route === "absolute" ? "open" : "connect";
+      const fail = (e: UpstreamError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(e);
+        if (conn) conn.ep.destroy();
+        else raw?.terminate();
+      };
+      const ready = (c: UpstreamConn) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        c.idleSec = this.opts.idleTimeoutSec;
+        c.ep.socket.timeout(c.idleSec);
+        resolve(c);
+      };
+      const adopt = (s: Socket<UpstreamConn | undefined>): UpstreamConn => {
+        const c = new UpstreamConn(key, s, pool);
+        conn = c;
+        s.data = c;
+        pool.all.add(c);
+        s.setNoDelay(true);
+        return c;
+      };
+      const timer = setTimeout(
+        () => fail(new UpstreamError("timeout", `connect to ${host}:${port} through upstream proxy ${parent.label} timed out after ${this.opts.connectTimeoutMs / 1000} s`)),
+        this.opts.connectTimeoutMs,
+      );
+      const tls =
+        target.scheme === "https"
+          ? {
+              serverName: target.servername ?? host,
+              rejectUnauthorized: this.opts.rejectUnauthorized,
+              ...(this.opts.ca ? { ca: this.opts.ca } : {}),
+            }
+          : undefined;
+      // events of the socket that carries requests (as for direct connections)
+      const carrier = {
+        data(s: Socket<UpstreamConn | undefined>, d: Uint8Array) {
+          const c = s.data;
+          if (!c) return;
+          if (c.idleSec) s.timeout(c.idleSec);
+          if (c.owner) c.owner.onUpstreamData(d);
+          else pool.drop(c);
+        },
+        drain(s: Socket<UpstreamConn | undefined>) {
+          s.data?.ep.handleDrain();
+        },
+        close(s: Socket<UpstreamConn | undefined>, err?: Error) {
+          const c = s.data;
+          if (!c) return fail(err ? parentError(err) : new UpstreamError("closed", `upstream proxy ${parent.label} closed the connection`));
+          pool.closed(c, err ? laterError(err) : null);
+          if (!settled) fail(err ? laterError(err) : new UpstreamError("closed", `${host}:${port} closed the connection during the TLS handshake${through}`));
+        },
+        end(s: Socket<UpstreamConn | undefined>) {
+          const c = s.data;
+          if (c) {
+            pool.closed(c, null);
+            c.ep.end();
+          }
+        },
+        error(s: Socket<UpstreamConn | undefined>, err: Error) {
+          const c = s.data;
+          const e = c ? laterError(err) : parentError(err);
+          if (c) pool.closed(c, e);
+          fail(e);
+        },
+        timeout(s: Socket<UpstreamConn | undefined>) {
+          const c = s.data;
+          if (!c) return;
+          pool.closed(c, new UpstreamError("timeout", `${host}:${port} sent nothing for ${pool.opts.idleTimeoutSec} s${through}`));
+          c.ep.destroy();
+        },
+      };
+      const reader = route === "tunnel" ? parent.connectReader(host, port) : null;
+      Bun.connect<UpstreamConn | undefined>({
+        hostname: parent.host,
+        port: parent.port,
+        data: undefined,
+        socket: {
+          open(s) {
+            raw = s;
+            if (settled) return void s.terminate();
+            if (route === "absolute") {
+              const c = adopt(s);
+              c.proxyForm = parent.proxyForm(host, port);
+              return ready(c);
+            }
+            s.setNoDelay(true);
+            s.write(parent.connectRequest(host, port));
+          },
+          data(s, d) {
+            if (phase === "open") return carrier.data(s, d);
+            if (phase === "tls" || settled) return;
+            const answer = reader!(d);
+            if (answer === null) return;
+            if (!answer.ok) return fail(new UpstreamError("proxy", answer.message));
+            if (!tls) {
+              // a plain tunnel (WebSocket): the raw socket carries the requests from now on
+              phase = "open";
+              const c = adopt(s);
+              ready(c);
+              if (answer.rest.length) pool.drop(c); // the origin spoke first: not a state we know
+              return;
+            }
+            if (answer.rest.length) return fail(new UpstreamError("proxy", `upstream proxy ${parent.label} sent bytes after accepting CONNECT ${host}:${port} before the TLS handshake`));
+            phase = "tls";
+            s.upgradeTLS<UpstreamConn | undefined>({
+              data: undefined,
+              tls,
+              socket: {
+                ...carrier,
+                open(t) {
+                  if (settled) return void t.terminate();
+                  adopt(t);
+                },
+                handshake(t, success, authorizationError) {
+                  const c = t.data;
+                  if (!c) return;
+                  if (!success || (pool.opts.rejectUnauthorized && authorizationError)) {
+                    const ae = authorizationError as (Error & { code?: string }) | null;
+                    const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
+                    return fail(new UpstreamError("tls", `TLS verification of ${target.servername ?? host} failed: ${reason}`));
+                  }
+                  ready(c);
+                },
+              },
+            });
+          },
+          drain(s) {
+            if (phase === "open") carrier.drain(s);
+          },
+          close(s, err) {
+            if (phase === "open") return carrier.close(s, err);
+            if (phase === "tls") return; // the TLS socket reports it
+            fail(err ? parentError(err) : new UpstreamError("proxy", `upstream proxy ${parent.label} closed the connection before answering CONNECT ${host}:${port}`));
+          },
+          end(s) {
+            if (phase === "open") return carrier.end(s);
+            if (phase === "connect") fail(new UpstreamError("proxy", `upstream proxy ${parent.label} closed the connection before answering CONNECT ${host}:${port}`));
+          },
+          error(s, err) {
+            if (phase === "open") return carrier.error(s, err);
+            if (phase === "connect") fail(parentError(err));
+          },
+          timeout(s) {
+            if (phase === "open") carrier.timeout(s);
+          },
+          connectError(_s, err) {
+            fail(parentError(err));
+          },
+        },
+      }).catch((err) => fail(parentError(err)));
     });
   }
 
