@@ -1,18 +1,10 @@
 import { isAbsolute } from "node:path";
-import { compileUrlPattern, type UrlMatcher } from "../rules/matcher.ts";
-import { RuleStore, RuleStoreError } from "../rules/rule-store.ts";
+import { compileUrlPattern } from "../rules/matcher.ts";
+import { invalidField as invalid, METHOD_TOKEN, RuleStore } from "../rules/rule-store.ts";
 import { contentTypeOf, HEADER_NAME, HEADER_VALUE, isBase64, isTextual, type MapLocalRule, MapLocalRuleSchema } from "./schema.ts";
-
-const METHOD_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-function invalid(field: string, why: string): never {
-  throw new RuleStoreError("invalid", `invalid body field '${field}': ${why}`);
-}
 
 /** The Map Local rule family: the shared RuleStore plus the checks a schema cannot express, and matching. */
 export class MapLocalStore extends RuleStore<typeof MapLocalRuleSchema> {
-  private compiled: { version: number; rules: { rule: MapLocalRule; matcher: UrlMatcher | null }[] } = { version: -1, rules: [] };
-
   constructor(path: string, onCorrupt?: (path: string, movedTo: string, reason: string) => void) {
     super(path, MapLocalRuleSchema, { onCorrupt });
   }
@@ -59,22 +51,8 @@ export class MapLocalStore extends RuleStore<typeof MapLocalRuleSchema> {
    * not consulted (the addon checks it; the match preview ignores it).
    */
   match(method: string, url: string): MapLocalRule | null {
-    if (this.compiled.version !== this.version) {
-      this.compiled = {
-        version: this.version,
-        rules: this.list().map((rule) => {
-          let matcher: UrlMatcher | null = null;
-          try {
-            matcher = compileUrlPattern(rule.url_pattern);
-          } catch {
-            // a hand-edited state file with a bad pattern: that rule never matches
-          }
-          return { rule, matcher };
-        }),
-      };
-    }
     const m = method.toUpperCase();
-    for (const { rule, matcher } of this.compiled.rules) {
+    for (const { rule, matcher } of this.urlMatchers()) {
       if (!rule.enabled || matcher === null) continue;
       if (!rule.match_all_methods && rule.method.trim().toUpperCase() !== m) continue;
       if (matcher.match(url)) return rule;

@@ -1,13 +1,7 @@
 import { compileCapturePattern, substituteCaptures } from "../rules/matcher.ts";
-import { RuleStore, RuleStoreError } from "../rules/rule-store.ts";
+import { invalidField as invalid, METHOD_TOKEN, RuleStore } from "../rules/rule-store.ts";
 import { defaultPort, hostPort, type Scheme } from "../../pipeline/flow.ts";
 import { type MapRemoteRule, MapRemoteRuleSchema } from "./schema.ts";
-
-const METHOD_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-function invalid(field: string, why: string): never {
-  throw new RuleStoreError("invalid", `invalid body field '${field}': ${why}`);
-}
 
 /** Host names compare lower-cased, without IPv6 brackets or a trailing dot (as the proxy core holds them). */
 export function normalizeHost(h: string): string {

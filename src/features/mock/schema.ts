@@ -1,6 +1,6 @@
 import { type Static, Type as t } from "@sinclair/typebox";
 import { TOKEN } from "../../core/http1/chars.ts";
-import { RuleStore, RuleStoreError } from "../rules/rule-store.ts";
+import { invalidField as invalid, RuleStore } from "../rules/rule-store.ts";
 
 /** Longest artificial delay a rule may ask for (10 minutes). */
 export const MAX_LATENCY_MS = 600_000;
@@ -59,10 +59,6 @@ function badTextChar(s: string): number {
     if ((c < 0x20 && c !== 0x09) || c === 0x7f) return i;
   }
   return -1;
-}
-
-function invalid(field: string, why: string): never {
-  throw new RuleStoreError("invalid", `invalid body field '${field}': ${why}`);
 }
 
 /**

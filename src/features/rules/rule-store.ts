@@ -1,6 +1,15 @@
 import type { Static, TObject, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { JsonState } from "../../store/json-state.ts";
+import { compileUrlPattern, type UrlMatcher } from "./matcher.ts";
+
+/** An HTTP method token (RFC 9110), as rules accept them. */
+export const METHOD_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Throws the 400 a rule family gives for a field a schema cannot check. */
+export function invalidField(field: string, why: string): never {
+  throw new RuleStoreError("invalid", `invalid body field '${field}': ${why}`);
+}
 
 export interface RuleFamilyState<R> {
   enabled: boolean;
@@ -22,6 +31,7 @@ export class RuleStore<S extends TObject, R extends Static<S> & { id: string; en
   private readonly state: JsonState<RuleFamilyState<R>>;
   /** Bumped on every change so matchers can cache compiled forms. */
   version = 0;
+  private compiled: { version: number; rules: { rule: R; matcher: UrlMatcher | null }[] } = { version: -1, rules: [] };
 
   constructor(
     path: string,
@@ -112,6 +122,26 @@ export class RuleStore<S extends TObject, R extends Static<S> & { id: string; en
     this.state.update((s) => ({ ...s, rules: s.rules.map((x) => (x.id === id ? next : x)) }));
     this.version++;
     return next;
+  }
+
+  /**
+   * Every rule with its `url_pattern` compiled (for families whose rules have one), compiled again only after a
+   * change. A pattern that does not compile (a hand-edited state file) has a null matcher: that rule never matches.
+   */
+  protected urlMatchers(): { rule: R; matcher: UrlMatcher | null }[] {
+    if (this.compiled.version !== this.version) {
+      this.compiled = {
+        version: this.version,
+        rules: this.list().map((rule) => {
+          try {
+            return { rule, matcher: compileUrlPattern(String((rule as { url_pattern?: unknown }).url_pattern ?? "")) };
+          } catch {
+            return { rule, matcher: null };
+          }
+        }),
+      };
+    }
+    return this.compiled.rules;
   }
 
   /** Bulk replace (script-rules sync). */

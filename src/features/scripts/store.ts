@@ -1,20 +1,12 @@
-import { compileUrlPattern, type UrlMatcher } from "../rules/matcher.ts";
-import { RuleStore, RuleStoreError } from "../rules/rule-store.ts";
+import { compileUrlPattern } from "../rules/matcher.ts";
+import { invalidField as invalid, METHOD_TOKEN, RuleStore, RuleStoreError } from "../rules/rule-store.ts";
 import { type ScriptRule, ScriptRuleSchema } from "./schema.ts";
-
-const METHOD_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-function invalid(field: string, why: string): never {
-  throw new RuleStoreError("invalid", `invalid body field '${field}': ${why}`);
-}
 
 /**
  * The script rule family (spec 2.15): the shared RuleStore (persisted atomically in script-rules.json; the master
  * flag is `scripting_enabled` on the wire) plus the checks a schema cannot express, and matching.
  */
 export class ScriptRuleStore extends RuleStore<typeof ScriptRuleSchema> {
-  private compiled: { version: number; rules: { rule: ScriptRule; matcher: UrlMatcher | null }[] } = { version: -1, rules: [] };
-
   constructor(path: string, onCorrupt?: (path: string, movedTo: string, reason: string) => void) {
     super(path, ScriptRuleSchema, { onCorrupt });
   }
@@ -64,23 +56,9 @@ export class ScriptRuleStore extends RuleStore<typeof ScriptRuleSchema> {
    * master flag is not consulted (the addon checks it).
    */
   matching(method: string, url: string, phase: "request" | "response"): ScriptRule[] {
-    if (this.compiled.version !== this.version) {
-      this.compiled = {
-        version: this.version,
-        rules: this.list().map((rule) => {
-          let matcher: UrlMatcher | null = null;
-          try {
-            matcher = compileUrlPattern(rule.url_pattern);
-          } catch {
-            // a hand-edited state file with a bad pattern: that rule never matches
-          }
-          return { rule, matcher };
-        }),
-      };
-    }
     const m = method.toUpperCase();
     const out: ScriptRule[] = [];
-    for (const { rule, matcher } of this.compiled.rules) {
+    for (const { rule, matcher } of this.urlMatchers()) {
       if (!rule.enabled || matcher === null) continue;
       if (phase === "request" ? !rule.apply_to_request || rule.request_script.trim() === "" : !rule.apply_to_response || rule.response_script.trim() === "") continue;
       const rm = rule.method.trim();
