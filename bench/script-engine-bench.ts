@@ -9,13 +9,16 @@
  *      QuickJS context, compiled script cached): sequential runs, each awaited, so each figure is the full round trip
  *      main thread -> worker -> QuickJS -> worker -> main thread, i.e. what a request waits for its script;
  *   2. the same for a test script with three assertions;
- *   3. throughput with `workers` runs in flight;
+ *   3. throughput of the one-line script with `workers` runs in flight, then with 64 (the engine pipelines up to 16
+ *      per worker), and the CPU time per run of the worker threads, the main thread and Bun's other threads (GC
+ *      helpers...), read from /proc (Linux);
  *   4. the hard stop: a worker looping in `while(true){}` is terminated at the run's deadline (300 ms); time from
  *      worker.terminate() to the worker's close event (its thread has ended), and the worst delay a setTimeout(0)
  *      on the main thread saw meanwhile (the loop must not slow the main thread);
  *   5. time to start a worker (QuickJS, chai and the prelude loaded).
  * On a shared machine, run it twice and compare within a run.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { ScriptEngine } from "../src/features/scripts/engine/engine.ts";
 import type { HostToWorker, WorkerToHost } from "../src/features/scripts/engine/protocol.ts";
@@ -53,19 +56,42 @@ async function latency(engine: ScriptEngine, label: string, input: ScriptInput):
   console.log(`${label}: p50 ${us(pct(times, 0.5))} µs  p99 ${us(pct(times, 0.99))} µs  max ${us(times[times.length - 1]!)} µs  (${RUNS} runs)`);
 }
 
-async function throughput(engine: ScriptEngine, input: ScriptInput): Promise<void> {
+/** CPU time (ns) of this process's threads so far, by kind: the main thread, Worker threads, all the others. */
+function threadCpu(): { main: number; workers: number; other: number } {
+  const out = { main: 0, workers: 0, other: 0 };
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      const name = readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim();
+      if (tid === String(process.pid)) out.main += ns;
+      else if (name === "Worker") out.workers += ns;
+      else out.other += ns;
+    }
+  } catch {
+    // not Linux: no per-thread figures
+  }
+  return out;
+}
+
+async function throughput(engine: ScriptEngine, input: ScriptInput, inFlight: number): Promise<void> {
+  const runs = RUNS * 4;
+  for (let i = 0; i < 500; i++) await engine.run(input);
+  const cpu0 = threadCpu();
   const started = performance.now();
   let done = 0;
   await Promise.all(
-    Array.from({ length: WORKERS }, async () => {
-      while (done < RUNS) {
+    Array.from({ length: inFlight }, async () => {
+      while (done < runs) {
         done++;
         await engine.run(input);
       }
     }),
   );
   const s = (performance.now() - started) / 1000;
-  console.log(`throughput, ${WORKERS} in flight: ${Math.round(RUNS / s)} runs/s`);
+  const cpu1 = threadCpu();
+  const per = (ns: number) => (ns / 1000 / runs).toFixed(1);
+  const cpu = cpu1.main ? `; CPU per run: workers ${per(cpu1.workers - cpu0.workers)} µs, main thread ${per(cpu1.main - cpu0.main)} µs, other threads ${per(cpu1.other - cpu0.other)} µs` : "";
+  console.log(`throughput, ${inFlight} in flight: ${Math.round(runs / s)} runs/s${cpu}`);
 }
 
 /**
@@ -80,20 +106,12 @@ async function hardStop(): Promise<void> {
   worker.postMessage({ t: "init", memoryBytes: 64 << 20 } satisfies HostToWorker);
   await new Promise<void>((resolve) => {
     worker.onmessage = (ev: MessageEvent<WorkerToHost>) => {
-      if (ev.data.t === "ready") resolve();
+      if (!Array.isArray(ev.data) && ev.data.t === "ready") resolve();
     };
   });
   const startMs = performance.now() - spawned;
-  const run: HostToWorker = {
-    t: "run",
-    id: 1,
-    script: "while (true) {}",
-    input: JSON.stringify({ phase: "request", memoryBytes: 64 << 20, request: { method: "GET", url: "http://x/", headers: [] }, response: null, variables: {}, environment: {}, collectionVariables: {}, globals: {}, info: {} }),
-    requestBody: "",
-    responseBody: null,
-    timeoutMs: DEADLINE_MS,
-    memoryBytes: 64 << 20,
-  };
+  const input = JSON.stringify({ phase: "request", memoryBytes: 64 << 20, request: { method: "GET", url: "http://x/", headers: [] }, response: null, variables: {}, environment: {}, collectionVariables: {}, globals: {}, info: {} });
+  const run: HostToWorker = ["run", 1, "while (true) {}", input, "", null, DEADLINE_MS, 64 << 20];
   worker.postMessage(run);
   let worst = 0;
   let ticking = true;
@@ -125,6 +143,6 @@ await latency(engine, "test script, 3 assertions", {
   request,
   response,
 });
-await throughput(engine, { script: "pm.request.headers.add({ key: 'X-Trace', value: '1' });", phase: "request", request });
+for (const inFlight of [WORKERS, 64]) await throughput(engine, { script: "pm.request.headers.add({ key: 'X-Trace', value: '1' });", phase: "request", request }, inFlight);
 await engine.close();
 await hardStop();

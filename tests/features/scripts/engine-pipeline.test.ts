@@ -28,8 +28,9 @@ describe("script engine: runs in flight behind one that ends its worker", () => 
   });
 
   test("runs behind one that runs out of memory complete too", async () => {
-    const oom = engine.run(input("const a = []; for (;;) a.push('x'.repeat(1024 * 1024) + a.length);"), { memoryBytes: 16 * 1024 * 1024 });
-    const behind = Array.from({ length: 3 }, (_, i) => engine.run(input(`pm.variables.set("i", ${i})`), { memoryBytes: 16 * 1024 * 1024 }));
+    // a generous time limit for this one: filling 16 MB on a loaded 2-core machine must end in out-of-memory, not a timeout
+    const oom = engine.run(input("const a = []; for (;;) a.push('x'.repeat(1024 * 1024) + a.length);"), { memoryBytes: 16 * 1024 * 1024, timeoutMs: 10_000 });
+    const behind = Array.from({ length: 3 }, (_, i) => engine.run(input(`pm.variables.set("i", ${i})`), { memoryBytes: 16 * 1024 * 1024, timeoutMs: 10_000 }));
     const o = await oom;
     expect(o.errors.map((e) => e.message).join(" ")).toContain("memory");
     const rest = await Promise.all(behind);

@@ -5,8 +5,10 @@
  * - Workers start on the first run (or start()), each with its own QuickJS runtime and context, reused run after
  *   run. A run is posted at once to the ready worker with the fewest runs in flight (up to PIPELINE each; beyond,
  *   it waits in a FIFO queue here); a worker does its runs one after another. Keeping runs in flight matters: a
- *   message to an idle worker costs ~20-40 µs of thread wake-up each way on our machines, while messages to a busy
- *   one cost ~1-3 µs, so under load the pool never sleeps between runs.
+ *   message to an idle worker costs ~20-40 µs of thread wake-up each way on our machines (and ~20 µs of the
+ *   worker's CPU), while messages to a busy one cost ~1-3 µs, so under load the pool never sleeps between runs.
+ *   For the same reason a run goes behind a worker's single run in flight when that one is of a script known to be
+ *   quick and has just begun (leastLoaded()), rather than waking an idle worker.
  * - Memory limit: a worker's WebAssembly memory is built with a maximum (quickjs.ts), so each worker serves one
  *   memory limit. A run asking for another limit than the engine's restarts an idle worker with it (keep the
  *   limit constant: that restart costs ~150-400 ms of CPU). A run that ran out of memory has its worker replaced
@@ -22,7 +24,7 @@
  * - pm.sendRequest: the worker asks, the host calls RunOptions.sendRequest and answers.
  */
 import { failureOutput, invalidInputOutput, mergeOutput, type PreparedRun, prepareRun } from "./output.ts";
-import type { HostToWorker, SendResult, WorkerToHost } from "./protocol.ts";
+import { type HostToWorker, type RunWire, type SendResult, type WorkerToHost } from "./protocol.ts";
 import type { RunOptions, ScriptInput, ScriptOutput, ScriptRequest, ScriptResponse } from "./types.ts";
 
 const WORKER_URL = new URL("./script-worker.ts", import.meta.url);
@@ -47,6 +49,10 @@ const MAX_MEMORY_BYTES = 2040 * 1024 * 1024;
 const MAX_INIT_FAILURES = 3;
 /** Runs posted to one worker and not yet answered, at most. */
 const PIPELINE = 16;
+/** A run goes behind a worker's single run in flight if that one began less than this ago (ms): see leastLoaded(). */
+const BATCH_MS = 0.2;
+/** Scripts whose last run time is kept (all forgotten when full). */
+const MAX_TIMED_SCRIPTS = 256;
 
 interface Job {
   id: number;
@@ -81,6 +87,8 @@ export class ScriptEngine {
   private referenced = false;
   private initFailures = 0;
   private readyWaiters: (() => void)[] = [];
+  /** How long each script's last run took (ms), for leastLoaded(). */
+  private readonly lastRunMs = new Map<string, number>();
 
   constructor(opts: ScriptEngineOptions = {}) {
     this.size = Math.max(1, Math.floor(opts.workers ?? DEFAULT_WORKERS));
@@ -220,11 +228,30 @@ export class ScriptEngine {
     this.queue.unshift(...waiting);
   }
 
-  /** The ready worker built for this limit with the fewest runs in flight, if it can take one more. */
+  /** Whether a script's last run here took less than BATCH_MS (a script never run here is not quick). */
+  private quick(script: string): boolean {
+    const ms = this.lastRunMs.get(script);
+    return ms !== undefined && ms < BATCH_MS;
+  }
+
+  /**
+   * The worker for the next run: a busy one doing a single run of a quick script, begun less than BATCH_MS ago (it
+   * is awake: the message costs it ~1-3 µs, where waking an idle worker costs ~20 µs of its CPU, and the run waits
+   * about what a wake-up takes; never behind a script that may be slow, as one never run before); otherwise the ready worker built for this limit with the fewest runs in flight, if it can take
+   * one more.
+   */
   private leastLoaded(memoryBytes: number): Slot | undefined {
     let best: Slot | undefined;
+    let now = 0;
     for (const s of this.slots) {
       if (!s.ready || s.memoryBytes !== memoryBytes || s.jobs.length >= PIPELINE) continue;
+      if (s.jobs.length === 1) {
+        const head = s.jobs[0] as Job;
+        if (this.quick(head.prepared.script)) {
+          now ||= performance.now();
+          if (now - head.started < BATCH_MS) return s;
+        }
+      }
       if (!best || s.jobs.length < best.jobs.length) best = s;
     }
     return best;
@@ -266,16 +293,7 @@ export class ScriptEngine {
     slot.jobs.push(job);
     if (slot.jobs.length === 1) this.startClock(slot);
     const p = job.prepared;
-    const msg: HostToWorker = {
-      t: "run",
-      id: job.id,
-      script: p.script,
-      input: p.inputJson,
-      requestBody: p.request.body,
-      responseBody: p.response ? p.response.body : null,
-      timeoutMs: job.timeoutMs,
-      memoryBytes: job.memoryBytes,
-    };
+    const msg: RunWire = ["run", job.id, p.script, p.inputJson, p.request.body, p.response ? p.response.body : null, job.timeoutMs, job.memoryBytes];
     slot.worker.postMessage(msg);
   }
 
@@ -296,6 +314,10 @@ export class ScriptEngine {
   // ---- worker messages ----
 
   private onMessage(slot: Slot, msg: WorkerToHost): void {
+    if (Array.isArray(msg)) {
+      this.onEnd(slot, msg[1], msg[2], null);
+      return;
+    }
     switch (msg.t) {
       case "ready":
         slot.ready = true;
@@ -306,32 +328,37 @@ export class ScriptEngine {
       case "initFailed":
         this.onInitFailed(slot, msg.message);
         return;
-      case "done":
-      case "failed": {
-        const job = slot.jobs[0];
-        if (!job || job.id !== msg.id) return;
-        slot.jobs.shift();
-        const ms = elapsed(job.started);
-        let recycle = true;
-        if (msg.t === "done") {
-          const merged = mergeOutput(job.prepared, msg.output, ms);
-          recycle = merged.recycle;
-          this.finish(job, merged.output);
-        } else this.finish(job, failureOutput(job.prepared, msg.message, ms));
-        // the worker stops after a failure or an out-of-memory (script-worker.ts): what it had not started goes back
-        if (recycle) {
-          this.requeue(slot);
-          this.replace(slot);
-        } else this.startClock(slot);
-        this.pump();
+      case "failed":
+        this.onEnd(slot, msg.id, null, msg.message);
         return;
-      }
       case "send": {
         const job = slot.jobs[0];
         if (job && job.id === msg.id) this.send(slot, job, msg.op, msg.request);
         return;
       }
     }
+  }
+
+  /** A run's end: its output (done), or the failure's message. */
+  private onEnd(slot: Slot, id: number, output: string | null, failure: string | null): void {
+    const job = slot.jobs[0];
+    if (!job || job.id !== id) return;
+    slot.jobs.shift();
+    const ms = elapsed(job.started);
+    if (this.lastRunMs.size >= MAX_TIMED_SCRIPTS) this.lastRunMs.clear();
+    this.lastRunMs.set(job.prepared.script, ms);
+    let recycle = true;
+    if (output !== null) {
+      const merged = mergeOutput(job.prepared, output, ms);
+      recycle = merged.recycle;
+      this.finish(job, merged.output);
+    } else this.finish(job, failureOutput(job.prepared, failure ?? "Script failed", ms));
+    // the worker stops after a failure or an out-of-memory (script-worker.ts): what it had not started goes back
+    if (recycle) {
+      this.requeue(slot);
+      this.replace(slot);
+    } else this.startClock(slot);
+    this.pump();
   }
 
   private onTimeout(slot: Slot, job: Job): void {

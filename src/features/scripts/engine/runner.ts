@@ -4,11 +4,14 @@
  *
  * A run:
  *   1. compile: the script becomes `(async function (pm) {<script>\n})`, compiled once per distinct source and kept
- *      (top-level declarations stay local to each run; `await` works at top level);
+ *      (top-level declarations stay local to each run; `await` works at top level); a script without the word
+ *      `await` becomes a plain `(function (pm) {...})`, which behaves the same without an async function's promise;
  *   2. start(fn, inputJson): the script's synchronous part runs;
- *   3. loop: run QuickJS's pending jobs (promise reactions), then tick(): it fires due timers, or answers how long
- *      to wait (next timer, or a pm.sendRequest answer from the host), or — nothing left that could happen — the
- *      output JSON. Waiting is asynchronous, so pm.sendRequest answers arrive as worker messages meanwhile.
+ *   3. loop: run QuickJS's pending jobs (promise reactions; skipped when there are none), then tick(): it fires due
+ *      timers, or answers how long to wait (next timer, or a pm.sendRequest answer from the host), or — nothing
+ *      left that could happen — the output JSON. A run that never waits is answered synchronously (no promise, no
+ *      await: the common case); waiting is asynchronous, so pm.sendRequest answers arrive as worker messages
+ *      meanwhile.
  *
  * Limits: memory is bounded by the WebAssembly memory's maximum (quickjs.ts) and QuickJS's own limit; the stack by
  * QuickJS's stack limit. The time limit is the host's: it
@@ -21,7 +24,7 @@
  * "failed" and the host replaces the worker: QuickJS's state is not trusted after it.
  */
 import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from "quickjs-emscripten-core";
-import type { FailureKind, HostToWorker, SandboxOutput, WorkerToHost } from "./protocol.ts";
+import type { FailureKind, RunMessage, SandboxOutput, WorkerToHost } from "./protocol.ts";
 import { CHAI_SOURCE, PRELUDE_FILENAME, PRELUDE_SOURCE } from "./sandbox/index.ts";
 
 /**
@@ -36,8 +39,7 @@ const MAX_CACHED_SCRIPTS = 256;
 /** The file name QuickJS gives user code in stacks and syntax errors; the prelude keeps only these frames. */
 const SCRIPT_FILENAME = "script.js";
 
-type RunMessage = Extract<HostToWorker, { t: "run" }>;
-export type RunReply = Extract<WorkerToHost, { t: "done" } | { t: "failed" }>;
+export type RunReply = { t: "done"; id: number; output: string } | Extract<WorkerToHost, { t: "failed" }>;
 
 /** A compiled script, or the output of a script that does not compile (cached too: a bad script stays bad). */
 type Compiled = { fn: QuickJSHandle } | { output: string };
@@ -45,7 +47,8 @@ type Compiled = { fn: QuickJSHandle } | { output: string };
 interface ActiveRun {
   msg: RunMessage;
   post: (m: WorkerToHost) => void;
-  pendingOps: Set<number>;
+  /** pm.sendRequest calls not answered yet (null until the first). */
+  pendingOps: Set<number> | null;
   replies: { op: number; result: string }[];
   wake: (() => void) | null;
 }
@@ -106,11 +109,16 @@ export class SandboxRunner {
     for (const h of [factory, host, send, body, chai, internals]) h.dispose();
   }
 
-  /** Runs one script to its end. Never throws: every problem is in the reply. */
-  async run(msg: RunMessage, post: (m: WorkerToHost) => void): Promise<RunReply> {
-    const run: ActiveRun = { msg, post, pendingOps: new Set(), replies: [], wake: null };
+  /**
+   * Runs one script to its end. Never throws: every problem is in the reply. A script that ends without waiting
+   * (no timer, no pm.sendRequest: the common case) is answered synchronously, without a promise; one that waits
+   * answers a promise.
+   */
+  run(msg: RunMessage, post: (m: WorkerToHost) => void): RunReply | Promise<RunReply> {
+    const run: ActiveRun = { msg, post, pendingOps: null, replies: [], wake: null };
     this.active = run;
     this.deadline = Date.now() + msg.timeoutMs;
+    let waiting = false;
     try {
       const compiled = this.compile(msg.script, run);
       if ("output" in compiled) return { t: "done", id: msg.id, output: compiled.output };
@@ -120,21 +128,24 @@ export class SandboxRunner {
       } finally {
         input.dispose();
       }
+      const next = this.advance(run);
+      if (typeof next === "string") return { t: "done", id: msg.id, output: next };
+      waiting = true;
+      return this.runWaiting(run, next);
+    } catch (e) {
+      return failedReply(msg, e);
+    } finally {
+      if (!waiting) this.end();
+    }
+  }
+
+  /** The rest of a run that waits for timers or pm.sendRequest answers; delay: the first wait (advance()). */
+  private async runWaiting(run: ActiveRun, delay: number): Promise<RunReply> {
+    try {
       for (;;) {
-        this.runJobs(run);
-        const next = this.call(this.tickFn, [], run);
-        const kind = this.ctx.typeof(next);
-        if (kind === "string") {
-          const output = this.ctx.getString(next);
-          next.dispose();
-          return { t: "done", id: msg.id, output };
-        }
-        const delay = this.ctx.getNumber(next);
-        next.dispose();
-        if (delay === -2) continue; // timers fired: their jobs first
         await this.wait(run, delay);
         for (const reply of run.replies.splice(0)) {
-          run.pendingOps.delete(reply.op);
+          run.pendingOps?.delete(reply.op);
           const op = this.ctx.newNumber(reply.op);
           const result = this.ctx.newString(reply.result);
           try {
@@ -144,20 +155,45 @@ export class SandboxRunner {
             result.dispose();
           }
         }
+        const next = this.advance(run);
+        if (typeof next === "string") return { t: "done", id: run.msg.id, output: next };
+        delay = next;
       }
     } catch (e) {
-      const abort = e instanceof RunAbort ? e : hostFailure(e);
-      return { t: "failed", id: msg.id, kind: abort.kind, message: abort.message };
+      return failedReply(run.msg, e);
     } finally {
-      this.active = null;
-      this.deadline = Infinity;
+      this.end();
     }
+  }
+
+  /**
+   * Runs the pending jobs, then tick(), until the run is over (its output JSON) or must wait (the delay in ms to
+   * the next timer, -1: only pm.sendRequest answers).
+   */
+  private advance(run: ActiveRun): string | number {
+    for (;;) {
+      this.runJobs(run);
+      const next = this.call(this.tickFn, [], run);
+      if (this.ctx.typeof(next) === "string") {
+        const output = this.ctx.getString(next);
+        next.dispose();
+        return output;
+      }
+      const delay = this.ctx.getNumber(next);
+      next.dispose();
+      if (delay !== -2) return delay; // -2: timers fired, their jobs first
+    }
+  }
+
+  private end(): void {
+    this.active = null;
+    this.deadline = Infinity;
   }
 
   /** A pm.sendRequest answer from the host (ignored unless the run that asked is still running). */
   deliver(id: number, op: number, result: string): void {
     const run = this.active;
-    if (!run || run.msg.id !== id || !run.pendingOps.has(op)) return;
+    if (!run || run.msg.id !== id || !run.pendingOps?.has(op)) return;
     run.replies.push({ op, result });
     run.wake?.();
   }
@@ -166,7 +202,7 @@ export class SandboxRunner {
     const run = this.active;
     if (!run) return this.ctx.newNumber(-1);
     const op = ++this.opSeq;
-    run.pendingOps.add(op);
+    (run.pendingOps ??= new Set()).add(op);
     run.post({ t: "send", id: run.msg.id, op, request });
     return this.ctx.newNumber(op);
   }
@@ -198,7 +234,9 @@ export class SandboxRunner {
       this.cache.set(source, hit);
       return hit;
     }
-    const r = this.ctx.evalCode(`(async function (pm) {${source}\n})`, SCRIPT_FILENAME);
+    // Without `await` (not even in a comment or a string) a plain function does the same, without the async
+    // function's promise and the job that settles it.
+    const r = this.ctx.evalCode(`(${/\bawait\b/.test(source) ? "async " : ""}function (pm) {${source}\n})`, SCRIPT_FILENAME);
     let entry: Compiled;
     if (r.error) {
       const err = this.dump(r.error);
@@ -219,6 +257,7 @@ export class SandboxRunner {
   }
 
   private runJobs(run: ActiveRun): void {
+    if (!this.rt.hasPendingJob()) return;
     const r = this.rt.executePendingJobs();
     if (r.error) {
       const err = this.dump(r.error);
@@ -277,6 +316,11 @@ export class SandboxRunner {
     r.error.dispose();
     throw new Error(`starting the sandbox prelude failed: ${err.name}: ${err.message}\n${err.stack ?? ""}`);
   }
+}
+
+function failedReply(msg: RunMessage, e: unknown): RunReply {
+  const abort = e instanceof RunAbort ? e : hostFailure(e);
+  return { t: "failed", id: msg.id, kind: abort.kind, message: abort.message };
 }
 
 /** The output of a script that does not compile: one error, with its line. */

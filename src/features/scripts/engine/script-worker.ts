@@ -5,15 +5,13 @@
  *
  * The host's first message, "init", gives the memory limit; the worker answers "ready" once QuickJS, chai and the
  * prelude are loaded (or "initFailed"); then a "done" or "failed" per "run", and a "send" per pm.sendRequest,
- * answered by the host with "sent".
+ * answered by the host with "sent". "run" and "done" travel as tuples (protocol.ts: cheaper to clone).
  */
-import type { HostToWorker, WorkerToHost } from "./protocol.ts";
+import { type HostToWorker, type RunMessage, runFromWire, type WorkerToHost } from "./protocol.ts";
 import { loadQuickJS, wasmMaximumFor } from "./quickjs.ts";
-import { SandboxRunner } from "./runner.ts";
+import { type RunReply, SandboxRunner } from "./runner.ts";
 
 declare const self: Worker;
-
-type RunMessage = Extract<HostToWorker, { t: "run" }>;
 
 const post = (m: WorkerToHost) => self.postMessage(m);
 let runner: SandboxRunner | null = null;
@@ -28,25 +26,42 @@ let stopped = false;
 
 self.onmessage = (ev: MessageEvent<HostToWorker>) => {
   const msg = ev.data;
-  if (msg.t === "init") void init(msg.memoryBytes);
-  else if (!runner) return; // the host sends runs only after "ready"
-  else if (msg.t === "run") {
-    waiting.push(msg);
+  if (Array.isArray(msg)) {
+    if (!runner) return; // the host sends runs only after "ready"
+    waiting.push(runFromWire(msg));
     next();
-  } else if (msg.t === "sent") runner.deliver(msg.id, msg.op, msg.result);
+  } else if (msg.t === "init") void init(msg.memoryBytes);
+  else if (msg.t === "sent") runner?.deliver(msg.id, msg.op, msg.result);
 };
 
+/** Does the waiting runs in order: one after another, synchronously, until one has to wait (timers, sends). */
 function next(): void {
-  if (running || stopped || !runner) return;
-  const msg = waiting.shift();
-  if (!msg) return;
-  running = true;
-  void runner.run(msg, post).then((reply) => {
-    running = false;
-    if (reply.t === "failed" || outOfMemory(reply.output)) stopped = true;
+  if (running || !runner) return;
+  while (!stopped) {
+    const msg = waiting.shift();
+    if (!msg) return;
+    const reply = runner.run(msg, post);
+    if (reply instanceof Promise) {
+      running = true;
+      void reply.then((r) => {
+        running = false;
+        answer(r);
+        next();
+      });
+      return;
+    }
+    answer(reply);
+  }
+}
+
+function answer(reply: RunReply): void {
+  if (reply.t === "failed") {
+    stopped = true;
     post(reply);
-    next();
-  });
+    return;
+  }
+  if (outOfMemory(reply.output)) stopped = true;
+  post(["done", reply.id, reply.output]);
 }
 
 /** What the host's mergeOutput reads as "recycle this worker": the sandbox's output says oom. */

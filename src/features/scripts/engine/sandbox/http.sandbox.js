@@ -8,6 +8,11 @@ const samePairs = (a, b) => {
   return true;
 };
 
+const hasAnyKey = (o) => {
+  for (const _ in o) return true;
+  return false;
+};
+
 const bodyText = (v) => (typeof v === "string" ? v : v === undefined || v === null ? "" : isObject(v) ? jsonStringify(v) : String(v));
 
 /** pm.request.body: always mode "raw" (tapwire sees bodies as text). */
@@ -143,7 +148,7 @@ class RequestView {
     return { method: this.method, url: this.url.toString(), header: this.headers.toJSON(), body: this.body.toJSON() };
   }
 
-  /** What the script changed: { method?, url?, headers?, body? }. */
+  /** What the script changed: { method?, url?, headers?, body? }, or null when nothing. */
   static changes(view) {
     const d = view.#data;
     const out = {};
@@ -160,7 +165,7 @@ class RequestView {
       const body = RequestBody.outgoing(view.#body);
       if (body !== undefined) out.body = body;
     }
-    return out;
+    return hasAnyKey(out) ? out : null;
   }
 }
 
@@ -271,7 +276,7 @@ class ResponseView {
     return { code: this.#code, status: this.#reason, header: this.headers.toJSON(), responseTime: this.responseTime, body: this.text() };
   }
 
-  /** What the script changed: { status?, statusText?, headers?, body? }. */
+  /** What the script changed: { status?, statusText?, headers?, body? }, or null when nothing. */
   static changes(view) {
     const d = view.#data;
     const out = {};
@@ -283,6 +288,6 @@ class ResponseView {
       if (!samePairs(pairs, d.headers)) out.headers = pairs;
     }
     if (view.#bodySet) out.body = view.#body;
-    return out;
+    return hasAnyKey(out) ? out : null;
   }
 }
