@@ -7,6 +7,7 @@ import { mapRemoteFeature } from "./map-remote/feature.ts";
 import { throttleFeature } from "./throttle/feature.ts";
 import { websocketFeature } from "./websocket/feature.ts";
 import { mockFeature } from "./mock/feature.ts";
+import { composeFeature } from "./compose/feature.ts";
 import type { FeatureFactory } from "../service/feature.ts";
 
 /**
@@ -25,6 +26,7 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   throttle       attaches bandwidth limits and delays (also to tunnels, via its connect hook)
  *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
  *   mock           the standalone mock listener (routes and a listener, no hook)
+ *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
  *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [
@@ -37,4 +39,5 @@ export const FEATURES: readonly FeatureFactory[] = [
   throttleFeature,
   websocketFeature,
   mockFeature,
+  composeFeature,
 ];
