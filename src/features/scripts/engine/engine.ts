@@ -24,7 +24,7 @@
  * - pm.sendRequest: the worker asks, the host calls RunOptions.sendRequest and answers.
  */
 import { failureOutput, invalidInputOutput, mergeOutput, type PreparedRun, prepareRun } from "./output.ts";
-import { type HostToWorker, type RunWire, type SendResult, type WorkerToHost } from "./protocol.ts";
+import { type HostToWorker, type RunBatchWire, type RunWire, type SendResult, type WorkerToHost } from "./protocol.ts";
 import type { RunOptions, ScriptInput, ScriptOutput, ScriptRequest, ScriptResponse } from "./types.ts";
 
 const WORKER_URL = new URL("./script-worker.ts", import.meta.url);
@@ -72,6 +72,8 @@ interface Slot {
   ready: boolean;
   /** Runs posted to this worker, in order; the first is the one it is doing. */
   jobs: Job[];
+  /** Runs dispatched in this turn of the event loop, posted together at its end (one wake-up of the worker). */
+  outbox: RunWire[];
 }
 
 const elapsed = (since: number) => performance.now() - since;
@@ -157,7 +159,7 @@ export class ScriptEngine {
 
   private spawn(memoryBytes: number): void {
     const worker = new Worker(WORKER_URL);
-    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [] };
+    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [], outbox: [] };
     this.slots.push(slot);
     if (this.referenced) worker.ref();
     else worker.unref();
@@ -294,7 +296,16 @@ export class ScriptEngine {
     if (slot.jobs.length === 1) this.startClock(slot);
     const p = job.prepared;
     const msg: RunWire = ["run", job.id, p.script, p.inputJson, p.request.body, p.response ? p.response.body : null, job.timeoutMs, job.memoryBytes];
-    slot.worker.postMessage(msg);
+    if (slot.outbox.push(msg) === 1) queueMicrotask(() => this.flush(slot));
+  }
+
+  /** Posts what was dispatched to this worker in this turn: one message, so the worker wakes once. */
+  private flush(slot: Slot): void {
+    const out = slot.outbox;
+    if (out.length === 0) return;
+    slot.outbox = [];
+    if (!this.slots.includes(slot)) return; // replaced meanwhile: its runs went back to the queue
+    slot.worker.postMessage(out.length === 1 ? out[0] : (["batch", out] satisfies RunBatchWire));
   }
 
   /** The head run of a worker's line has begun: its time limit runs from now. */
@@ -315,7 +326,8 @@ export class ScriptEngine {
 
   private onMessage(slot: Slot, msg: WorkerToHost): void {
     if (Array.isArray(msg)) {
-      this.onEnd(slot, msg[1], msg[2], null);
+      if (msg[0] === "batch") for (const d of msg[1]) this.onEnd(slot, d[1], d[2], null);
+      else this.onEnd(slot, msg[1], msg[2], null);
       return;
     }
     switch (msg.t) {

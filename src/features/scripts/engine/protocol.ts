@@ -9,6 +9,8 @@ export type HostToWorker =
   /** First message: the memory limit this worker's WebAssembly instance is built with (runs use the same). */
   | { t: "init"; memoryBytes: number }
   | RunWire
+  /** Several runs posted in one message (those dispatched in the same turn of the host's event loop). */
+  | RunBatchWire
   /** The answer to a "send" (pm.sendRequest): result is a SendResult as JSON. */
   | { t: "sent"; id: number; op: number; result: string };
 
@@ -30,12 +32,17 @@ export interface RunMessage {
 
 export type RunWire = [t: "run", id: number, script: string, input: string, requestBody: string, responseBody: string | null, timeoutMs: number, memoryBytes: number];
 
+export type RunBatchWire = [t: "batch", runs: RunWire[]];
+
 export const runToWire = (m: RunMessage): RunWire => ["run", m.id, m.script, m.input, m.requestBody, m.responseBody, m.timeoutMs, m.memoryBytes];
 
 export const runFromWire = (w: RunWire): RunMessage => ({ t: "run", id: w[1], script: w[2], input: w[3], requestBody: w[4], responseBody: w[5], timeoutMs: w[6], memoryBytes: w[7] });
 
 /** A run's normal end on the wire: output is SandboxOutput as JSON. */
 export type DoneWire = [t: "done", id: number, output: string];
+
+/** Several answers in one message (runs the worker did back to back), in order. */
+export type DoneBatchWire = [t: "batch", done: DoneWire[]];
 
 export type SendResult = { ok: true; response: ScriptResponse } | { ok: false; error: string };
 
@@ -45,6 +52,7 @@ export type WorkerToHost =
   | { t: "ready" }
   | { t: "initFailed"; message: string }
   | DoneWire
+  | DoneBatchWire
   /** The run could not finish normally; the worker must be replaced. */
   | { t: "failed"; id: number; kind: FailureKind; message: string }
   /** pm.sendRequest: request is a ScriptRequest as JSON. */

@@ -7,7 +7,7 @@
  * prelude are loaded (or "initFailed"); then a "done" or "failed" per "run", and a "send" per pm.sendRequest,
  * answered by the host with "sent". "run" and "done" travel as tuples (protocol.ts: cheaper to clone).
  */
-import { type HostToWorker, type RunMessage, runFromWire, type WorkerToHost } from "./protocol.ts";
+import { type DoneWire, type HostToWorker, type RunMessage, runFromWire, type WorkerToHost } from "./protocol.ts";
 import { loadQuickJS, wasmMaximumFor } from "./quickjs.ts";
 import { type RunReply, SandboxRunner } from "./runner.ts";
 
@@ -28,10 +28,28 @@ self.onmessage = (ev: MessageEvent<HostToWorker>) => {
   const msg = ev.data;
   if (Array.isArray(msg)) {
     if (!runner) return; // the host sends runs only after "ready"
-    waiting.push(runFromWire(msg));
+    if (msg[0] === "batch") for (const w of msg[1]) waiting.push(runFromWire(w));
+    else waiting.push(runFromWire(msg));
     next();
   } else if (msg.t === "init") void init(msg.memoryBytes);
   else if (msg.t === "sent") runner?.deliver(msg.id, msg.op, msg.result);
+};
+
+/** Answers of runs done back to back, posted together (one message wakes the host once, not once per run). */
+let doneOut: DoneWire[] = [];
+/** At most this many answers wait for the others of a drain. */
+const MAX_DONE_BATCH = 8;
+
+function flushDone(): void {
+  if (doneOut.length === 0) return;
+  post(doneOut.length === 1 ? (doneOut[0] as DoneWire) : ["batch", doneOut]);
+  doneOut = [];
+}
+
+/** Anything else the worker posts goes after the answers held so far, so the host sees them in run order. */
+const postInOrder = (m: WorkerToHost) => {
+  flushDone();
+  post(m);
 };
 
 /** Does the waiting runs in order: one after another, synchronously, until one has to wait (timers, sends). */
@@ -39,9 +57,10 @@ function next(): void {
   if (running || !runner) return;
   while (!stopped) {
     const msg = waiting.shift();
-    if (!msg) return;
-    const reply = runner.run(msg, post);
+    if (!msg) break;
+    const reply = runner.run(msg, postInOrder);
     if (reply instanceof Promise) {
+      flushDone();
       running = true;
       void reply.then((r) => {
         running = false;
@@ -52,16 +71,18 @@ function next(): void {
     }
     answer(reply);
   }
+  flushDone();
 }
 
 function answer(reply: RunReply): void {
   if (reply.t === "failed") {
     stopped = true;
-    post(reply);
+    postInOrder(reply);
     return;
   }
   if (outOfMemory(reply.output)) stopped = true;
-  post(["done", reply.id, reply.output]);
+  doneOut.push(["done", reply.id, reply.output]);
+  if (doneOut.length >= MAX_DONE_BATCH) flushDone();
 }
 
 /** What the host's mergeOutput reads as "recycle this worker": the sandbox's output says oom. */
