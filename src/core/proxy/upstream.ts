@@ -101,6 +101,12 @@ export class UpstreamPool {
   constructor(readonly opts: UpstreamOptions) {
     this.parent = opts.parent ?? null;
   }
+  /** TLS options to the origin for an https target (verification as configured); undefined for plain http. */
+  private tlsOptions(target: UpstreamTarget, host: string) {
+    if (target.scheme !== "https") return undefined;
+    return { serverName: target.servername ?? host, rejectUnauthorized: this.opts.rejectUnauthorized, ...(this.opts.ca ? { ca: this.opts.ca } : {}) };
+  }
+
 
   /** The route and pool key of a target when a parent proxy is configured (the last answer is kept). */
   private routeOf(t: UpstreamTarget): { key: string; route: Route } {
@@ -153,14 +159,7 @@ export class UpstreamPool {
         fail(new UpstreamError("timeout", `connect to ${host}:${port} timed out after ${this.opts.connectTimeoutMs / 1000} s`));
         conn?.ep.destroy();
       }, this.opts.connectTimeoutMs);
-      const tls =
-        target.scheme === "https"
-          ? {
-              serverName: target.servername ?? host,
-              rejectUnauthorized: this.opts.rejectUnauthorized,
-              ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-            }
-          : undefined;
+      const tls = this.tlsOptions(target, host);
       const pool = this;
       Bun.connect<UpstreamConn | undefined>({
         hostname: host,
@@ -286,14 +285,7 @@ export class UpstreamPool {
         () => fail(new UpstreamError("timeout", `connect to ${host}:${port} through upstream proxy ${parent.label} timed out after ${this.opts.connectTimeoutMs / 1000} s`)),
         this.opts.connectTimeoutMs,
       );
-      const tls =
-        target.scheme === "https"
-          ? {
-              serverName: target.servername ?? host,
-              rejectUnauthorized: this.opts.rejectUnauthorized,
-              ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-            }
-          : undefined;
+      const tls = this.tlsOptions(target, host);
       // events of the socket that carries requests (as for direct connections)
       const carrier = {
         data(s: Socket<UpstreamConn | undefined>, d: Uint8Array) {
