@@ -101,12 +101,12 @@ export class UpstreamPool {
   constructor(readonly opts: UpstreamOptions) {
     this.parent = opts.parent ?? null;
   }
+
   /** TLS options to the origin for an https target (verification as configured); undefined for plain http. */
   private tlsOptions(target: UpstreamTarget, host: string) {
     if (target.scheme !== "https") return undefined;
     return { serverName: target.servername ?? host, rejectUnauthorized: this.opts.rejectUnauthorized, ...(this.opts.ca ? { ca: this.opts.ca } : {}) };
   }
-
 
   /** The route and pool key of a target when a parent proxy is configured (the last answer is kept). */
   private routeOf(t: UpstreamTarget): { key: string; route: Route } {
