@@ -11,6 +11,7 @@ import {
   SendBodySchema,
   SendResultSchema,
 } from "./schema.ts";
+import { exportFromStore, importPostman } from "./postman.ts";
 import { type SendDeps, sendComposeRequest } from "./send.ts";
 import type { CollectionStore } from "./store.ts";
 
@@ -21,7 +22,7 @@ const IdFolder = t.Object({ id: t.String(), folderId: t.String() });
 const IdEnv = t.Object({ id: t.String(), name: t.String() });
 const IdEnvKey = t.Object({ id: t.String(), name: t.String(), key: t.String() });
 
-/** Spec 4.9 (Compose) plus the extensions PUT/DELETE of collections, requests, folders and environments. */
+/** Spec 4.9 (Compose) plus the extensions PUT/DELETE of collections, requests, folders and environments, and Postman import/export. */
 export function composeRoutes(store: CollectionStore, send: SendDeps) {
   return new Elysia({ name: "compose", prefix: "/api/v1/compose" })
     .get("/collections", () => store.list(), {
@@ -112,6 +113,22 @@ export function composeRoutes(store: CollectionStore, send: SendDeps) {
         detail: { tags, summary: "Extension: set a variable's session-only currentValue (null clears it); answers the variable" },
       },
     )
+    .post("/import", ({ body, query }) => importPostman(store, body, query.collection_id), {
+      query: t.Object({ collection_id: t.Optional(t.String()) }),
+      detail: {
+        tags,
+        summary:
+          "Extension: import a Postman collection v2.0/v2.1 as a new collection, or a Postman environment into ?collection_id=; answers {collection, warnings}",
+      },
+    })
+    .get("/collections/:id/export", ({ params, query }) => exportFromStore(store, params.id, query.format, query.environment), {
+      params: Id,
+      query: t.Object({ format: t.Optional(t.String()), environment: t.Optional(t.String()) }),
+      detail: {
+        tags,
+        summary: "Extension: export as a Postman collection v2.1.0 (format=postman, the default) or one environment (format=postman-environment&environment=NAME)",
+      },
+    })
     .post("/send", ({ body }) => sendComposeRequest(send, body), {
       body: SendBodySchema,
       response: SendResultSchema,
