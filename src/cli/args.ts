@@ -35,6 +35,7 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --mock-port N             also start the mock listener on this port
   --script-timeout MS       time limit of one script execution (default ${DEFAULTS.scriptTimeoutMs})
   --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)
+  --proto DIR               .proto files under DIR name the fields of captured gRPC messages (repeatable)
   -h, --help                show this text
 
 example:
@@ -97,6 +98,7 @@ export const START_OPTIONS = {
   "mock-port": { type: "string" },
   "script-timeout": { type: "string" },
   "script-memory": { type: "string" },
+  proto: { type: "string", multiple: true },
 } as const;
 
 /** The values parseArgs gives for START_OPTIONS. */
@@ -106,6 +108,8 @@ export type StartValues = { [K in keyof typeof START_OPTIONS]?: (typeof START_OP
 export function startConfig(values: StartValues, env: Record<string, string | undefined> = process.env, defaults: { proxyPort?: number } = {}): ServiceConfig {
   const upstreamCa = values["upstream-ca"] ?? [];
   for (const f of upstreamCa) if (!existsSync(f)) throw new UsageError(`--upstream-ca: no such file ${f}`);
+  const protoDirs = values.proto ?? [];
+  for (const d of protoDirs) if (!existsSync(d)) throw new UsageError(`--proto: no such folder ${d}`);
   return {
     dataDir: resolveDataDir(values["data-dir"], env),
     apiPort: int("api-port", values["api-port"], DEFAULTS.apiPort, 0, 65535),
@@ -123,6 +127,7 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     mockPort: values["mock-port"] === undefined ? null : int("mock-port", values["mock-port"], 9100, 0, 65535),
     scriptTimeoutMs: int("script-timeout", values["script-timeout"], DEFAULTS.scriptTimeoutMs, 10, 600_000),
     scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),
+    protoDirs,
   };
 }
 

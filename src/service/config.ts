@@ -40,6 +40,8 @@ export interface ServiceConfig {
    * listed. Optional until the CLI sets it (missing = []).
    */
   upstreamNoProxy: string[];
+  /** Folders of .proto files (`--proto DIR`, repeatable) naming the fields of captured gRPC messages. Optional (missing = []). */
+  protoDirs?: string[];
 }
 
 export const DEFAULTS = {
