@@ -1,0 +1,96 @@
+import { describe, expect, test } from "bun:test";
+import { H2TranslateError, h1RequestToH2, h1ResponseToH2, h2RequestToH1, h2ResponseToH1, trailerFields } from "../../../src/core/http2/headers.ts";
+
+describe("HTTP/1 -> HTTP/2", () => {
+  test("request: pseudo-headers first, Host becomes :authority, names lower-cased, connection-specific fields dropped", () => {
+    const h = h1RequestToH2(
+      {
+        method: "POST",
+        target: "/a?b=1",
+        headers: [
+          ["Host", "example.test:8443"],
+          ["Connection", "keep-alive, X-Hop"],
+          ["X-Hop", "1"],
+          ["Keep-Alive", "timeout=5"],
+          ["Proxy-Connection", "keep-alive"],
+          ["Transfer-Encoding", "chunked"],
+          ["Upgrade", "h2c"],
+          ["TE", "trailers, deflate"],
+          ["Content-Type", "application/json"],
+          ["Cookie", "a=1; b=2"],
+        ],
+      },
+      "https",
+    );
+    expect(h).toEqual([
+      [":method", "POST"],
+      [":scheme", "https"],
+      [":authority", "example.test:8443"],
+      [":path", "/a?b=1"],
+      ["te", "trailers"],
+      ["content-type", "application/json"],
+      ["cookie", "a=1; b=2"],
+    ]);
+  });
+
+  test("a te without trailers is dropped; no Host and no authority is refused", () => {
+    expect(h1RequestToH2({ method: "GET", target: "/", headers: [["Host", "h"], ["TE", "gzip"]] }, "http")).toEqual([
+      [":method", "GET"],
+      [":scheme", "http"],
+      [":authority", "h"],
+      [":path", "/"],
+    ]);
+    expect(() => h1RequestToH2({ method: "GET", target: "/", headers: [] }, "https")).toThrow(H2TranslateError);
+  });
+
+  test("response: :status first, hop-by-hop and Trailer fields dropped", () => {
+    expect(h1ResponseToH2(204, [["Connection", "close"], ["Content-Type", "text/plain"], ["Trailer", "x-checksum"], ["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]])).toEqual([
+      [":status", "204"],
+      ["content-type", "text/plain"],
+      ["set-cookie", "a=1"],
+      ["set-cookie", "b=2"],
+    ]);
+  });
+});
+
+describe("HTTP/2 -> HTTP/1", () => {
+  test("request: Host from :authority, cookie crumbs joined with '; ', order of other fields kept", () => {
+    const r = h2RequestToH1([
+      [":method", "GET"],
+      [":scheme", "https"],
+      [":authority", "example.test"],
+      [":path", "/x"],
+      ["cookie", "a=1"],
+      ["accept", "*/*"],
+      ["cookie", "b=2"],
+      ["te", "trailers"],
+    ]);
+    expect(r).toEqual({ method: "GET", scheme: "https", authority: "example.test", path: "/x", headers: [["host", "example.test"], ["accept", "*/*"], ["te", "trailers"], ["cookie", "a=1; b=2"]] });
+  });
+
+  test.each([
+    ["a pseudo-header after a regular field", [[":method", "GET"], ["accept", "*/*"], [":path", "/"]]],
+    ["an unknown pseudo-header", [[":method", "GET"], [":scheme", "https"], [":path", "/"], [":foo", "x"]]],
+    ["a repeated pseudo-header", [[":method", "GET"], [":method", "POST"], [":scheme", "https"], [":path", "/"]]],
+    ["an upper-case name", [[":method", "GET"], [":scheme", "https"], [":path", "/"], ["Accept", "x"]]],
+    ["a connection-specific field", [[":method", "GET"], [":scheme", "https"], [":path", "/"], ["connection", "close"]]],
+    ["te other than trailers", [[":method", "GET"], [":scheme", "https"], [":path", "/"], ["te", "gzip"]]],
+    ["no :path", [[":method", "GET"], [":scheme", "https"]]],
+    ["extended CONNECT", [[":method", "CONNECT"], [":protocol", "websocket"], [":scheme", "https"], [":path", "/"], [":authority", "h"]]],
+  ] as [string, [string, string][]][])("malformed request: %s", (_n, fields) => {
+    expect(() => h2RequestToH1(fields)).toThrow(H2TranslateError);
+  });
+
+  test("response: status and fields; an invalid :status is refused", () => {
+    expect(h2ResponseToH1([[":status", "200"], ["content-type", "text/html"]])).toEqual({ status: 200, headers: [["content-type", "text/html"]] });
+    expect(() => h2ResponseToH1([["content-type", "x"]])).toThrow(H2TranslateError);
+    expect(() => h2ResponseToH1([[":status", "abc"]])).toThrow(H2TranslateError);
+  });
+
+  test("trailers keep their fields, lower-cased, minus the ones no trailer may carry", () => {
+    expect(trailerFields([["grpc-status", "0"], ["Grpc-Message", "ok"], ["content-length", "5"], [":status", "200"]])).toEqual([
+      ["grpc-status", "0"],
+      ["grpc-message", "ok"],
+    ]);
+  });
+});
