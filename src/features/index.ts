@@ -8,6 +8,7 @@ import { throttleFeature } from "./throttle/feature.ts";
 import { websocketFeature } from "./websocket/feature.ts";
 import { mockFeature } from "./mock/feature.ts";
 import { composeFeature } from "./compose/feature.ts";
+import { flowsFeature } from "./flows/feature.ts";
 import type { FeatureFactory } from "../service/feature.ts";
 
 /**
@@ -27,6 +28,8 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
  *   mock           the standalone mock listener (routes and a listener, no hook)
  *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
+ *   flows          stored flows and their runner, which sends through the proxy like compose (routes, no hook); last,
+ *                  so that it is stopped first and its runs are cancelled while the proxy still runs
  *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [
@@ -40,4 +43,5 @@ export const FEATURES: readonly FeatureFactory[] = [
   websocketFeature,
   mockFeature,
   composeFeature,
+  flowsFeature,
 ];
