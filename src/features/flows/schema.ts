@@ -15,6 +15,9 @@ const Nullable = <T extends TSchema>(s: T) => Type.Union([s, Type.Null()]);
 export const NODE_TYPES = ["start", "request", "script", "assert", "condition", "delay", "set-variable", "subflow", "end"] as const;
 export type NodeType = (typeof NODE_TYPES)[number];
 
+/** Fields an editor adds to a flow, node or edge are kept (never stripped from bodies or answers). */
+const KEEP = { additionalProperties: true };
+
 export const PositionSchema = Type.Object({ x: Type.Number(), y: Type.Number() });
 export const ViewportSchema = Type.Object({ x: Type.Number(), y: Type.Number(), zoom: Type.Number() });
 
@@ -23,7 +26,7 @@ export const NodeInputSchema = Type.Object({
   type: Type.String({ minLength: 1, description: `one of ${NODE_TYPES.join(", ")}` }),
   position: Type.Optional(PositionSchema),
   data: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "the node's settings, by type (docs/flows.md)" })),
-});
+}, KEEP);
 
 export const EdgeInputSchema = Type.Object({
   id: Type.Optional(Type.String({ minLength: 1, description: "default: `e-<source>-<target>[-<sourceHandle>]`" })),
@@ -31,7 +34,7 @@ export const EdgeInputSchema = Type.Object({
   target: Type.String({ minLength: 1 }),
   sourceHandle: Type.Optional(Nullable(Type.String({ description: "`true` or `false` on the edges leaving a condition node" }))),
   label: Type.Optional(Type.String()),
-});
+}, KEEP);
 
 /** Body of POST /flows and PUT /flows/{id}, and the shape a hand-written flow file must have. */
 export const FlowInputSchema = Type.Object({
@@ -45,7 +48,7 @@ export const FlowInputSchema = Type.Object({
   viewport: Type.Optional(ViewportSchema),
   createdAt: Type.Optional(Type.Integer()),
   updatedAt: Type.Optional(Type.Integer()),
-});
+}, KEEP);
 export type FlowInput = Static<typeof FlowInputSchema>;
 
 export interface FlowNode {
@@ -85,14 +88,14 @@ const NodeSchema = Type.Object({
   type: Type.String(),
   position: PositionSchema,
   data: Type.Record(Type.String(), Type.Unknown()),
-});
+}, KEEP);
 const EdgeSchema = Type.Object({
   id: Type.String(),
   source: Type.String(),
   target: Type.String(),
   sourceHandle: Nullable(Type.String()),
   label: Type.String(),
-});
+}, KEEP);
 export const FlowSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -104,7 +107,7 @@ export const FlowSchema = Type.Object({
   viewport: ViewportSchema,
   createdAt: Type.Integer(),
   updatedAt: Type.Integer(),
-});
+}, KEEP);
 
 /** GET /flows/{id}: the stored flow plus the derived subflowIds. */
 export const FlowWithSubflowsSchema = Type.Intersect([FlowSchema, Type.Object({ subflowIds: Type.Array(Type.String()) })]);
