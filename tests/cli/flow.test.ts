@@ -94,7 +94,7 @@ describe("with a running tapwire", () => {
 
   test("a stored flow by id through the API: exit 1 when it fails; --reporter json,junit --out DIR writes both", async () => {
     const out = temp();
-    const before = (await (await svc.call("/api/v1/traffic")).json()).total;
+    const before = ((await (await svc.call("/api/v1/traffic")).json()) as any).total;
     const r = await cli(["flow", "run", "cli-fails", "--env", `base=${api.url}`, "--reporter", "cli,json,junit", "--out", out, "--data-dir", svc.config.dataDir]);
     expect(r.code).toBe(1);
     expect(r.out).toContain("FAIL assert");
@@ -106,14 +106,14 @@ describe("with a running tapwire", () => {
     expect(xml).toContain('<testsuites name="tapwire flow cli-fails" tests="3" failures="1" errors="0"');
     expect(xml).toContain('<failure message="expected status equals 200, got 401"');
     // it ran in the running tapwire: captured there
-    const after = (await (await svc.call("/api/v1/traffic")).json()).total;
+    const after = ((await (await svc.call("/api/v1/traffic")).json()) as any).total;
     expect(after).toBe(before + 1);
   });
 
   test("a flow file through the running tapwire (POST /flows/run), and exit 2 on an error", async () => {
     const r = await cli(["flow", "run", EXAMPLE, "--env", `baseUrl=${api.url}`, "--data-dir", svc.config.dataDir]);
     expect(r.code).toBe(0);
-    expect((await (await svc.call("/api/v1/flows/login")).json()).error.code).toBe("not_found");
+    expect(((await (await svc.call("/api/v1/flows/login")).json()) as any).error.code).toBe("not_found");
     const e = await cli(["flow", "run", "cli-error", "--data-dir", svc.config.dataDir]);
     expect(e.code).toBe(2);
     expect(e.out).toContain("ERR  script");

@@ -1,7 +1,7 @@
 import type { RunReport, StepReport } from "../../features/flows/schema.ts";
 import { formatDuration } from "../command.ts";
 
-const MARK: Record<string, string> = { passed: "ok  ", failed: "FAIL", error: "ERR ", skipped: "skip" };
+const MARK: Record<string, string> = { passed: "ok  ", failed: "FAIL", error: "ERR " };
 
 /** What one step did, in a few words. */
 function detail(s: StepReport): string {
@@ -18,7 +18,7 @@ function detail(s: StepReport): string {
 /** The `cli` reporter: one line per step, failed checks and errors under their step, and a summary line. */
 export function flowText(report: RunReport, name = report.flowId): string[] {
   const lines: string[] = [];
-  const counts = { passed: 0, failed: 0, error: 0, skipped: 0 };
+  const counts = { passed: 0, failed: 0, error: 0 };
   const walk = (steps: StepReport[], indent: string) => {
     for (const s of steps) {
       counts[s.status]++;
@@ -32,7 +32,7 @@ export function flowText(report: RunReport, name = report.flowId): string[] {
   lines.push(`flow ${name} (run ${report.runId})`);
   walk(report.steps, "  ");
   if (report.error) lines.push(`  error: ${report.error}`);
-  const parts = (["passed", "failed", "error", "skipped"] as const).filter((k) => counts[k]).map((k) => `${counts[k]} ${k}`);
+  const parts = (["passed", "failed", "error"] as const).filter((k) => counts[k]).map((k) => `${counts[k]} ${k}`);
   lines.push(`${report.status.toUpperCase()}: ${parts.join(", ") || "no steps"} in ${formatDuration(report.durationMs)}`);
   return lines;
 }

@@ -200,7 +200,7 @@ export class FlowRunner {
       const node = byId.get(nodeId)!;
       const r = await this.node(flow, node, vars, last, outputs, out.get(node.id) ?? [], shared);
       steps.push(r.step);
-      const go = r.step.status === "passed" || r.step.status === "skipped" || node.data.continueOnFail === true;
+      const go = r.step.status === "passed" || node.data.continueOnFail === true;
       if (!go || r.next === null) continue;
       for (let i = r.next.length - 1; i >= 0; i--) stack.push({ nodeId: r.next[i]!.target, last: r.last });
     }

@@ -209,7 +209,7 @@ export const AdHocRunBodySchema = Type.Object({
   environment: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
 
-export type StepStatus = "passed" | "failed" | "error" | "skipped";
+export type StepStatus = "passed" | "failed" | "error";
 export type RunStatus = "passed" | "failed" | "error";
 
 export interface AssertionResult {

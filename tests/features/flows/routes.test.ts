@@ -273,6 +273,8 @@ describe("503 and 504", () => {
       expect(r.status).toBe(503);
       expect(r.body.error.code).toBe("uiNotRunning");
       expect((await answer(off.call(`${F}/idle`))).status).toBe(200);
+      expect((await ok(off.call("/api/v1/health"))).flow_runner).toBe(false);
+      expect((await ok(svc.call("/api/v1/health"))).flow_runner).toBe(true);
       // a missing flow is still a 404
       expect((await answer(post(off, `${F}/nope/run`))).status).toBe(404);
     } finally {
