@@ -11,6 +11,7 @@ import { ROOT } from "../helpers/tapwire-process.ts";
 import { startService } from "../helpers/service.ts";
 import { tempDirs } from "../helpers/temp-dirs.ts";
 import { flow, save, type Svc } from "../features/flows/flow-helpers.ts";
+import { tw } from "./cli-helpers.ts";
 import { type LoginApi, startLoginApi } from "../features/flows/login-api.ts";
 
 const temp = tempDirs("tapwire-cli-flow-");
@@ -158,4 +159,15 @@ test("without a running tapwire, a stored flow id runs from a copy of the data d
   // nothing was added to the data directory (no CA, no capture database)
   expect(readdirSync(dataDir)).toEqual(["flows"]);
   expect(existsSync(join(dataDir, "ca.pem"))).toBe(false);
+});
+
+test("the compiled binary runs the example (scripts and conditions on the engine's workers inside the binary)", async () => {
+  const out = temp();
+  const r = await tw(["flow", "run", EXAMPLE, "--env", `baseUrl=${api.url}`, "--reporter", "cli,junit", "--out", out, "--data-dir", temp()]);
+  expect({ code: r.code, err: r.err }).toEqual({ code: 0, err: `tapwire: wrote ${join(out, "login.junit.xml")}\n` });
+  expect(r.out).toContain("ok   script       admin profile  1/1 checks passed");
+  expect(r.out).toMatch(/^PASSED: 8 passed in /m);
+  const xml = readFileSync(join(out, "login.junit.xml"), "utf8");
+  expect(xml).toContain('failures="0" errors="0"');
+  expect(xml).toContain('<testcase name="it is the user who logged in"');
 });
