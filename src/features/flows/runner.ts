@@ -477,8 +477,9 @@ const show = (v: unknown) => (typeof v === "string" ? JSON.stringify(v) : v === 
 
 /** One check of an assert node against the last response. */
 export function evaluate(c: Check, vars: Vars, last: Exchange): AssertionResult {
-  const want = resolveDeep(c.equals ?? c.contains ?? c.matches ?? c.below ?? c.exists, vars);
-  const op = c.equals !== undefined ? "equals" : c.contains !== undefined ? "contains" : c.matches !== undefined ? "matches" : c.below !== undefined ? "below" : "exists";
+  // validation made sure there is exactly one operator; `equals: null` is one (JSON null)
+  const op = (["equals", "contains", "matches", "below", "exists"] as const).find((k) => c[k] !== undefined) ?? "exists";
+  const want = resolveDeep(c[op], vars);
   const r = last.response;
   let subject: string;
   let actual: { found: boolean; value: unknown };

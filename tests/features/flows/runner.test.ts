@@ -254,6 +254,17 @@ describe("condition", () => {
     expect(r.status).toBe("passed");
     expect(r.outputs.seen).toEqual(["item-1a", "item-1b", "item-2a", "item-2b", "item-3a", "item-3b"]);
     expect(r.steps.filter((s: any) => s.nodeId === "get")).toHaveLength(3);
+    // the last page: `equals: null` is a check for JSON null
+    const last = await ok(post(svc, "/api/v1/flows/run", {
+      flow: flow("null-check", [["start", "start"], ["get", "request", { method: "GET", url: "{{base}}/items?page=3" }], ["a", "assert", { checks: [{ type: "jsonPath", path: "$.next", equals: null }, { type: "jsonPath", path: "$.items.length", equals: 2 }, { type: "jsonPath", path: "$.items[-1]", equals: "item-3b" }] }]], [["start", "get"], ["get", "a"]]),
+      environment: { base: api.url },
+    }));
+    expect(last.steps[2].assertions.map((a: any) => [a.name, a.passed])).toEqual([
+      ["$.next equals null", true],
+      ["$.items.length equals 2", true],
+      ['$.items[-1] equals "item-3b"', true],
+    ]);
+    expect(last.status).toBe("passed");
   });
 
   test("an endless loop stops at the step cap of 10,000 with status error", async () => {
