@@ -36,6 +36,8 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --script-timeout MS       time limit of one script execution (default ${DEFAULTS.scriptTimeoutMs})
   --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)
   --proto DIR               .proto files under DIR name the fields of captured gRPC messages (repeatable)
+  --no-flow-runner          do not execute flows: POST /flows/{id}/run answers 503 (flows can still be read and edited)
+  --flow-timeout SECS       time limit of one flow run; then it is cancelled and the route answers 504 (default ${DEFAULTS.flowTimeoutMs / 1000})
   -h, --help                show this text
 
 example:
@@ -48,6 +50,15 @@ function int(name: string, v: string | undefined, def: number, min = 0, max = Nu
   const mult = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as "" | "k" | "m" | "g"];
   const n = Number(m[1]) * mult;
   if (n < min || n > max) throw new UsageError(`--${name} must be between ${min} and ${max}, got ${v}`);
+  return n;
+}
+
+/** A number of seconds, decimals allowed (`--flow-timeout 1.5`), checked against [min, max]. */
+function seconds(name: string, v: string | undefined, def: number, min: number, max: number): number {
+  if (v === undefined) return def;
+  if (!/^\d+(\.\d+)?$/.test(v.trim())) throw new UsageError(`--${name} takes a number of seconds, got '${v}'`);
+  const n = Number(v);
+  if (n < min || n > max) throw new UsageError(`--${name} must be between ${min} and ${max} seconds, got ${v}`);
   return n;
 }
 
@@ -99,6 +110,8 @@ export const START_OPTIONS = {
   "script-timeout": { type: "string" },
   "script-memory": { type: "string" },
   proto: { type: "string", multiple: true },
+  "no-flow-runner": { type: "boolean" },
+  "flow-timeout": { type: "string" },
 } as const;
 
 /** The values parseArgs gives for START_OPTIONS. */
@@ -128,6 +141,8 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     scriptTimeoutMs: int("script-timeout", values["script-timeout"], DEFAULTS.scriptTimeoutMs, 10, 600_000),
     scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),
     protoDirs,
+    flowRunner: !values["no-flow-runner"],
+    flowTimeoutMs: seconds("flow-timeout", values["flow-timeout"], DEFAULTS.flowTimeoutMs / 1000, 0.1, 3600) * 1000,
   };
 }
 

@@ -9,6 +9,7 @@ import { websocketFeature } from "./websocket/feature.ts";
 import { mockFeature } from "./mock/feature.ts";
 import { composeFeature } from "./compose/feature.ts";
 import { grpcFeature } from "./grpc/feature.ts";
+import { flowsFeature } from "./flows/feature.ts";
 import type { FeatureFactory } from "../service/feature.ts";
 
 /**
@@ -29,6 +30,8 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   mock           the standalone mock listener (routes and a listener, no hook)
  *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
  *   grpc           GET /traffic/{id}/grpc: captured gRPC messages decoded, named by --proto (routes, no hook)
+ *   flows          stored flows and their runner, which sends through the proxy like compose (routes, no hook); last,
+ *                  so that it is stopped first and its runs are cancelled while the proxy still runs
  *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [
@@ -43,4 +46,5 @@ export const FEATURES: readonly FeatureFactory[] = [
   mockFeature,
   composeFeature,
   grpcFeature,
+  flowsFeature,
 ];

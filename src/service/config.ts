@@ -42,6 +42,10 @@ export interface ServiceConfig {
   upstreamNoProxy: string[];
   /** Folders of .proto files (`--proto DIR`, repeatable) naming the fields of captured gRPC messages. Optional (missing = []). */
   protoDirs?: string[];
+  /** Whether POST /flows/{id}/run can execute flows (`--no-flow-runner` turns it off: 503). Missing = true. */
+  flowRunner?: boolean;
+  /** Time limit of one flow run, ms (`--flow-timeout SECS`): the route answers 504 and cancels the run. Default 120 s. */
+  flowTimeoutMs?: number;
 }
 
 export const DEFAULTS = {
@@ -57,4 +61,6 @@ export const DEFAULTS = {
   scriptMemoryBytes: 64 * 1024 * 1024,
   upstreamProxy: null as string | null,
   upstreamNoProxy: [] as string[],
+  flowRunner: true,
+  flowTimeoutMs: 120_000,
 } as const;

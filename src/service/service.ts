@@ -121,6 +121,7 @@ export class TapwireService {
       proxy: () => this.proxyCtx,
       onStored: (l) => this.captureAddon.onStored(l),
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
+      feature: (name) => this.feature(name),
     };
     this.features = FEATURES.map((make) => make(fctx));
     const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));

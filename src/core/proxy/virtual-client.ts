@@ -29,9 +29,14 @@ export interface VirtualResponse {
  * (origin-form, on a connection whose target is the request's scheme/host/port), so replay and compose go
  * through exactly the same pipeline, upstream pool and capture as real traffic — without a loopback socket
  * or a TLS hop to ourselves. Responses are parsed with the same codec.
+ *
+ * `signal` aborts the exchange: the promise rejects with the signal's reason (an Error) and the virtual connection
+ * closes, which drops the upstream connection of a request still in flight.
  */
-export function sendVirtual(ctx: ProxyContext, req: VirtualRequest, client: ClientInfo, timeoutMs = 120_000): Promise<VirtualResponse> {
+export function sendVirtual(ctx: ProxyContext, req: VirtualRequest, client: ClientInfo, timeoutMs = 120_000, signal?: AbortSignal): Promise<VirtualResponse> {
   return new Promise<VirtualResponse>((resolve, reject) => {
+    const abortReason = () => (signal?.reason instanceof Error ? signal.reason : new Error("the request was aborted"));
+    if (signal?.aborted) return reject(abortReason());
     let buf: Uint8Array = new Uint8Array(0);
     let head: { status: number; reason: string; headers: HeaderList } | null = null;
     let decoder: ChunkedDecoder | LengthDecoder | null = null;
@@ -42,6 +47,7 @@ export function sendVirtual(ctx: ProxyContext, req: VirtualRequest, client: Clie
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
       if (err) reject(err);
       else resolve({ ...head!, body: concatAll(parts) });
       queueMicrotask(() => {
@@ -49,6 +55,8 @@ export function sendVirtual(ctx: ProxyContext, req: VirtualRequest, client: Clie
       });
     };
     const timer = setTimeout(() => finish(new Error(`no response within ${timeoutMs / 1000} s`)), timeoutMs);
+    const onAbort = () => finish(abortReason());
+    signal?.addEventListener("abort", onAbort, { once: true });
     const onBytes = (d: Uint8Array) => {
       if (settled) return;
       if (!head) {
