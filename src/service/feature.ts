@@ -1,6 +1,7 @@
 import type { RoutePlugin } from "../api/app.ts";
 import type { CaptureControl } from "../features/capture/control.ts";
 import type { ProxyContext, WebSocketTap } from "../core/proxy/context.ts";
+import type { ScriptRunner } from "../features/scripts/runner.ts";
 import type { Addon } from "../pipeline/addon.ts";
 import type { Flow } from "../pipeline/flow.ts";
 import type { CaptureStore } from "../store/capture-store.ts";
@@ -23,6 +24,8 @@ export interface FeatureContext {
   isIgnoredClient: (label: string) => boolean;
   /** Be told when a flow was stored as a traffic entry; returns an unsubscribe. */
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
+  /** The scripts feature's runner (the process's one script engine), for features that run scripts themselves. */
+  scriptRunner: () => ScriptRunner;
 }
 
 /**

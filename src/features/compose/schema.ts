@@ -38,7 +38,7 @@ export const AuthSchema = Type.Union([
 ]);
 export type Auth = Static<typeof AuthSchema>;
 
-/** Pre-request and test scripts (stored now; run by a later part of compose). */
+/** Pre-request and test scripts (run at send: docs/api.md, "Scripts at send"). */
 export const ScriptsSchema = Type.Object({ prerequest: Type.String(), test: Type.String() });
 export type Scripts = Static<typeof ScriptsSchema>;
 const ScriptsInputSchema = Type.Object({ prerequest: Type.Optional(Type.String()), test: Type.Optional(Type.String()) });
@@ -107,7 +107,10 @@ export interface Folder {
   folders: Folder[];
   auth: Auth | null;
   headers: KeyValue[];
+  /** Extension: the folder's pre-request and test scripts (run between the collection's and the request's). */
+  scripts: Scripts;
 }
+/** A folder as a file holds it: files written before folders had scripts lack `scripts` (the store fills it in). */
 export const FolderSchema = Type.Recursive(
   (Self) =>
     Type.Object({
@@ -117,6 +120,7 @@ export const FolderSchema = Type.Recursive(
       folders: Type.Array(Self),
       auth: Nullable(AuthSchema),
       headers: Type.Array(KeyValueSchema),
+      scripts: Type.Optional(ScriptsSchema),
     }),
   { $id: "ComposeFolder" },
 );
@@ -128,6 +132,7 @@ export interface FolderInput {
   folders?: FolderInput[];
   auth?: Auth | null;
   headers?: { key: string; value: string; enabled?: boolean }[];
+  scripts?: { prerequest?: string; test?: string };
 }
 export const FolderInputSchema = Type.Recursive(
   (Self) =>
@@ -138,6 +143,7 @@ export const FolderInputSchema = Type.Recursive(
       folders: Type.Optional(Type.Array(Self)),
       auth: Type.Optional(Nullable(AuthSchema)),
       headers: Type.Optional(Type.Array(KeyValueInputSchema)),
+      scripts: Type.Optional(ScriptsInputSchema),
     }),
   { $id: "ComposeFolderInput" },
 );

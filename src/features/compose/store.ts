@@ -92,6 +92,7 @@ export class CollectionStore {
       const c = parsed as unknown as Collection;
       if (c.id !== id) throw new Error(`its id '${c.id}' is not its file name's '${id}'`);
       for (const env of c.environments) for (const v of env.variables) delete (v as Partial<Variable>).currentValue;
+      fillFolderScripts(c.folders);
       loaded = { ok: true, c };
     } catch (e) {
       loaded = { ok: false, error: new CorruptCollectionError(path, (e as Error).message.replace(/^JSON Parse error: /, "not valid JSON: ")) };
@@ -277,6 +278,7 @@ export class CollectionStore {
       f.name = input.name;
       f.auth = input.auth ?? null;
       f.headers = kv(input.headers);
+      if (input.scripts !== undefined) f.scripts = { prerequest: input.scripts.prerequest ?? "", test: input.scripts.test ?? "" };
       if (input.requests !== undefined || input.folders !== undefined) {
         // ids stay unique in the whole collection: reserve those outside this folder and of the parts kept
         const ids = new Set<string>([f.id]);
@@ -431,7 +433,16 @@ function makeFolder(f: FolderInput, ids: Set<string> | null): Folder {
     folders: (f.folders ?? []).map((x) => makeFolder(x, ids)),
     auth: f.auth ?? null,
     headers: kv(f.headers),
+    scripts: { prerequest: f.scripts?.prerequest ?? "", test: f.scripts?.test ?? "" },
   };
+}
+
+/** Folders of files written before folders had scripts get empty ones. */
+function fillFolderScripts(folders: Folder[]): void {
+  for (const f of folders) {
+    f.scripts ??= { prerequest: "", test: "" };
+    fillFolderScripts(f.folders);
+  }
 }
 
 function pickId(given: string | undefined, ids: Set<string> | null): string {
