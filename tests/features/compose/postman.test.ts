@@ -195,6 +195,14 @@ describe("POST /compose/import (Postman v2.1)", () => {
     expect(echo.headers.authorization).toBe(`Basic ${Buffer.from("admin:hunter2").toString("base64")}`);
     expect(echo.headers["x-request-source"]).toBe("postman");
     expect(echo.headers["x-debug"]).toBeUndefined();
+    // the imported scripts ran: collection, folder Admin, folder Users, then the request (pre-request and test)
+    expect(echo.headers["x-col"]).toBe("1");
+    expect(r1.console.map((l: any) => l.message)).toEqual(["admin folder"]);
+    expect(r1.tests).toEqual([
+      { name: "fast", passed: true, error: null },
+      { name: "created", passed: true, error: null },
+    ]);
+    expect(r1.errors).toEqual([]);
 
     const r2 = await send("Upload avatar (form-data)");
     const echo2 = JSON.parse(r2.body);
