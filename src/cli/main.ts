@@ -5,6 +5,7 @@ import { CliFailure, DATA_DIR_OPTION, HelpRequested, UsageError, processIo, type
 import { apiCommand } from "./commands/api.ts";
 import { caCommand } from "./commands/ca.ts";
 import { completionCommand } from "./commands/completion.ts";
+import { composeCommand } from "./commands/compose.ts";
 import { envCommand } from "./commands/env.ts";
 import { runCommand } from "./commands/run.ts";
 import { startCommand } from "./commands/start.ts";
@@ -39,6 +40,7 @@ export const COMMANDS: Command[] = [
   apiCommand,
   caCommand,
   throttleCommand,
+  composeCommand,
   mcpEntry,
   completionCommand(() => COMMANDS),
   versionCommand,

@@ -28,6 +28,8 @@ const COMMANDS = [
   ["ca", "export"],
   ["throttle"],
   ["throttle", "reload"],
+  ["compose"],
+  ["compose", "run"],
   ["mcp"],
   ["completion"],
   ["version"],
@@ -38,7 +40,7 @@ describe("--help", () => {
     for (const args of [["help"], ["--help"], ["-h"]]) {
       const r = await tw(args);
       expect(r.code).toBe(0);
-      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
+      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "compose", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
     }
   });
 
