@@ -11,6 +11,7 @@ import { startService } from "../helpers/service.ts";
 import { BUN, ROOT } from "../helpers/tapwire-process.ts";
 import { tempDirs } from "../helpers/temp-dirs.ts";
 import { startUpstream, type Upstream } from "../helpers/upstream.ts";
+import { tw } from "./cli-helpers.ts";
 
 const temp = tempDirs("tapwire-compose-run-");
 let up: Upstream;
@@ -244,6 +245,15 @@ describe("without a running tapwire (embedded, temporary data directory)", () =>
       [`GET ${up.httpsUrl}/echo/guarded`, ["error"]],
       ["prerequest script of request 'guarded'", ["error"]],
     ]);
+  });
+});
+
+describe("the compiled binary", () => {
+  test("runs a collection with its scripts (the script worker is in the executable)", async () => {
+    const out = join(work, "reports-binary");
+    const r = await tw(["compose", "run", collectionFile, "--data-dir", temp(), "--upstream-ca", up.caFile, "--reporter", "junit", "--out", out], { cwd: work });
+    expect({ code: r.code, out: r.out }).toEqual({ code: 0, out: "" });
+    expect(junit(out).attrs).toMatchObject({ tests: "3", failures: "0", errors: "0" });
   });
 });
 

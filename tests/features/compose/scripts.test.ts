@@ -21,7 +21,7 @@ async function ok(r: Response | Promise<Response>): Promise<any> {
 
 beforeAll(async () => {
   up = startUpstream();
-  svc = await startService({ upstreamCa: [up.caFile], scriptTimeoutMs: 400 });
+  svc = await startService({ upstreamCa: [up.caFile], scriptTimeoutMs: 1000 });
 });
 afterAll(async () => {
   await svc?.stop();
@@ -206,8 +206,8 @@ describe("scripts at send", () => {
     const before = upstreamCount();
     const r = await send(c, ids["pre-loops"]!);
     expect(r.status).toBeNull();
-    expect(r.errors).toEqual([{ source: "request 'pre-loops'", event: "prerequest", message: "Script timed out after 400 ms", stack: null, line: null }]);
-    expect(r.error).toContain("Script timed out after 400 ms");
+    expect(r.errors).toEqual([{ source: "request 'pre-loops'", event: "prerequest", message: "Script timed out after 1000 ms", stack: null, line: null }]);
+    expect(r.error).toContain("Script timed out after 1000 ms");
     expect(upstreamCount()).toBe(before);
   });
 
