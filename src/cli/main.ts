@@ -5,6 +5,7 @@ import { CliFailure, DATA_DIR_OPTION, HelpRequested, UsageError, processIo, type
 import { apiCommand } from "./commands/api.ts";
 import { caCommand } from "./commands/ca.ts";
 import { completionCommand } from "./commands/completion.ts";
+import { composeCommand } from "./commands/compose.ts";
 import { envCommand } from "./commands/env.ts";
 import { flowCommand } from "./commands/flow.ts";
 import { runCommand } from "./commands/run.ts";
@@ -41,6 +42,7 @@ export const COMMANDS: Command[] = [
   caCommand,
   throttleCommand,
   flowCommand,
+  composeCommand,
   mcpEntry,
   completionCommand(() => COMMANDS),
   versionCommand,

@@ -24,6 +24,7 @@ import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ensureDataDir, prepareCaptureDb } from "./datadir.ts";
+import type { ScriptRunner } from "../features/scripts/runner.ts";
 import type { Feature, FeatureContext } from "./feature.ts";
 import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
 
@@ -122,6 +123,7 @@ export class TapwireService {
       onStored: (l) => this.captureAddon.onStored(l),
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
       feature: (name) => this.feature(name),
+      scriptRunner: () => this.feature<Feature & { runner: ScriptRunner }>("scripts").runner,
     };
     this.features = FEATURES.map((make) => make(fctx));
     const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));

@@ -31,6 +31,8 @@ const COMMANDS = [
   ["flow"],
   ["flow", "run"],
   ["flow", "list"],
+  ["compose"],
+  ["compose", "run"],
   ["mcp"],
   ["completion"],
   ["version"],
@@ -41,7 +43,7 @@ describe("--help", () => {
     for (const args of [["help"], ["--help"], ["-h"]]) {
       const r = await tw(args);
       expect(r.code).toBe(0);
-      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
+      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "compose", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
     }
   });
 

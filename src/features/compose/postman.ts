@@ -9,11 +9,11 @@ import type { Auth, Collection, CollectionInput, ComposeRequest, ComposeRequestI
  *   - a Postman environment file → the input of one environment;
  *   - our collection → a Postman collection v2.1.0, and one environment → a Postman environment file.
  *
- * Mapping choices (our layout has no structured body, no folder scripts and no per-folder variables):
+ * Mapping choices (our layout has no structured body and no per-folder variables):
  *   - an item with `item` is a folder; the order of requests and folders inside one container is kept per kind, but
  *     requests and sub-folders are not interleaved (ours keeps them in two lists);
- *   - folder pre-request and test scripts are copied into every request inside the folder (outermost folder
- *     first, then the request's own), which is the order Postman runs them in;
+ *   - pre-request and test scripts of the collection, folders and requests stay where they are (send runs them in
+ *     Postman's order: collection, folders outermost first, request);
  *   - the URL is kept as Postman's `raw` (its query string included, as Postman sends it); disabled query
  *     parameters become disabled `queryParams` rows, so they survive a round trip;
  *   - urlencoded bodies become `a=1&b=2` text (each part percent-encoded, `{{references}}` left as they are) with
@@ -75,14 +75,14 @@ export function importPostmanCollection(doc: unknown): ImportedCollection {
   const variables = importVariables(d.variable, "the collection", warnings);
   const scripts = importEvents(d.event, "the collection", warnings);
   const items = Array.isArray(d.item) ? d.item : [];
-  const { requests, folders } = importItems(items, { prerequest: "", test: "" }, name, warnings);
+  const { requests, folders } = importItems(items, name, warnings);
   return {
     input: { name, requests, folders, variables, defaultAuth, scripts },
     warnings,
   };
 }
 
-function importItems(items: unknown[], inherited: Scripts, where: string, warnings: string[]): { requests: ComposeRequestInput[]; folders: FolderInput[] } {
+function importItems(items: unknown[], where: string, warnings: string[]): { requests: ComposeRequestInput[]; folders: FolderInput[] } {
   const requests: ComposeRequestInput[] = [];
   const folders: FolderInput[] = [];
   items.forEach((it, i) => {
@@ -90,29 +90,26 @@ function importItems(items: unknown[], inherited: Scripts, where: string, warnin
       warnings.push(`${where}: item ${i} is not an object and was skipped`);
       return;
     }
-    if (Array.isArray(it.item)) folders.push(importFolder(it, inherited, where, warnings));
-    else requests.push(importRequest(it, inherited, where, warnings));
+    if (Array.isArray(it.item)) folders.push(importFolder(it, where, warnings));
+    else requests.push(importRequest(it, where, warnings));
   });
   return { requests, folders };
 }
 
-function importFolder(f: Obj, inherited: Scripts, parent: string, warnings: string[]): FolderInput {
+function importFolder(f: Obj, parent: string, warnings: string[]): FolderInput {
   const name = str(f.name) || "Folder";
   const where = `folder '${name}'`;
   if (description(f.description) !== "") warnings.push(`${where}: its description is not imported (folders have no description here)`);
   if (Array.isArray(f.variable) && f.variable.length) warnings.push(`${where}: its ${f.variable.length} variable(s) are not imported (folders have no variables here)`);
-  const own = importEvents(f.event, where, warnings);
-  if (own.prerequest || own.test) warnings.push(`${where}: its scripts are copied into each request inside it (folders have no scripts here)`);
-  const scripts = { prerequest: joinScripts(inherited.prerequest, own.prerequest), test: joinScripts(inherited.test, own.test) };
-  const { requests, folders } = importItems(f.item as unknown[], scripts, `${parent} / ${name}`, warnings);
-  return { name, requests, folders, auth: importAuth(f.auth, where, warnings), headers: [] };
+  const scripts = importEvents(f.event, where, warnings);
+  const { requests, folders } = importItems(f.item as unknown[], `${parent} / ${name}`, warnings);
+  return { name, requests, folders, auth: importAuth(f.auth, where, warnings), headers: [], scripts };
 }
 
-function importRequest(it: Obj, inherited: Scripts, parent: string, warnings: string[]): ComposeRequestInput {
+function importRequest(it: Obj, parent: string, warnings: string[]): ComposeRequestInput {
   const name = str(it.name) || "Request";
   const where = `request '${parent} / ${name}'`;
-  const own = importEvents(it.event, where, warnings);
-  const scripts = { prerequest: joinScripts(inherited.prerequest, own.prerequest), test: joinScripts(inherited.test, own.test) };
+  const scripts = importEvents(it.event, where, warnings);
   if (Array.isArray(it.response) && it.response.length) warnings.push(`${where}: its ${it.response.length} saved response(s) are not imported`);
   // v2.0 allows the request to be a bare URL string
   const r: Obj = typeof it.request === "string" ? { url: it.request } : isObj(it.request) ? it.request : {};
@@ -406,6 +403,8 @@ function exportFolder(f: Folder, headerLayers: KeyValue[][]): PmItem {
   const out: PmItem = { name: f.name, item: exportItems(f.requests, f.folders, [...headerLayers, f.headers]) };
   const auth = exportAuth(f.auth);
   if (auth) out.auth = auth;
+  const event = exportEvents(f.scripts);
+  if (event.length) out.event = event;
   return out;
 }
 

@@ -76,7 +76,7 @@ export function composeRoutes(store: CollectionStore, send: SendDeps) {
     .put("/collections/:id/folders/:folderId", ({ params, body }) => store.updateFolder(params.id, params.folderId, body), {
       params: IdFolder,
       body: FolderInputSchema,
-      detail: { tags, summary: "Extension: update a folder (name, auth, headers replaced; requests and folders only when given)" },
+      detail: { tags, summary: "Extension: update a folder (name, auth, headers replaced; scripts, requests and folders only when given)" },
     })
     .delete(
       "/collections/:id/folders/:folderId",
@@ -132,6 +132,10 @@ export function composeRoutes(store: CollectionStore, send: SendDeps) {
     .post("/send", ({ body }) => sendComposeRequest(send, body), {
       body: SendBodySchema,
       response: SendResultSchema,
-      detail: { tags, summary: "Resolve and send a collection request through the proxy; 200 with `error` set when it could not be sent" },
+      detail: {
+        tags,
+        summary:
+          "Run the pre-request scripts (collection, folders, request), resolve and send a collection request through the proxy, run the test scripts; 200 with `error` set when it could not be sent (also when a pre-request script failed)",
+      },
     });
 }

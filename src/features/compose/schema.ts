@@ -38,7 +38,7 @@ export const AuthSchema = Type.Union([
 ]);
 export type Auth = Static<typeof AuthSchema>;
 
-/** Pre-request and test scripts (stored now; run by a later part of compose). */
+/** Pre-request and test scripts (run at send: docs/api.md, "Scripts at send"). */
 export const ScriptsSchema = Type.Object({ prerequest: Type.String(), test: Type.String() });
 export type Scripts = Static<typeof ScriptsSchema>;
 const ScriptsInputSchema = Type.Object({ prerequest: Type.Optional(Type.String()), test: Type.Optional(Type.String()) });
@@ -107,7 +107,10 @@ export interface Folder {
   folders: Folder[];
   auth: Auth | null;
   headers: KeyValue[];
+  /** Extension: the folder's pre-request and test scripts (run between the collection's and the request's). */
+  scripts: Scripts;
 }
+/** A folder as a file holds it: files written before folders had scripts lack `scripts` (the store fills it in). */
 export const FolderSchema = Type.Recursive(
   (Self) =>
     Type.Object({
@@ -117,6 +120,7 @@ export const FolderSchema = Type.Recursive(
       folders: Type.Array(Self),
       auth: Nullable(AuthSchema),
       headers: Type.Array(KeyValueSchema),
+      scripts: Type.Optional(ScriptsSchema),
     }),
   { $id: "ComposeFolder" },
 );
@@ -128,6 +132,7 @@ export interface FolderInput {
   folders?: FolderInput[];
   auth?: Auth | null;
   headers?: { key: string; value: string; enabled?: boolean }[];
+  scripts?: { prerequest?: string; test?: string };
 }
 export const FolderInputSchema = Type.Recursive(
   (Self) =>
@@ -138,6 +143,7 @@ export const FolderInputSchema = Type.Recursive(
       folders: Type.Optional(Type.Array(Self)),
       auth: Type.Optional(Nullable(AuthSchema)),
       headers: Type.Optional(Type.Array(KeyValueInputSchema)),
+      scripts: Type.Optional(ScriptsInputSchema),
     }),
   { $id: "ComposeFolderInput" },
 );
@@ -221,8 +227,30 @@ export const SendBodySchema = Type.Object({
   request_id: Type.String(),
   environment: Type.Optional(Nullable(Type.String({ description: "environment name; absent, null or empty: none" }))),
   variables: Type.Optional(Type.Record(Type.String(), Type.String())),
+  data: Type.Optional(
+    Type.Record(Type.String(), Type.Unknown(), { description: "extension: a collection run's data row (pm.iterationData; between the call's variables and the environment)" }),
+  ),
+  iteration: Type.Optional(
+    Type.Object(
+      { index: Type.Integer({ minimum: 0 }), count: Type.Integer({ minimum: 1 }) },
+      { description: "extension: pm.info.iteration (0-based) and pm.info.iterationCount of a collection run" },
+    ),
+  ),
 });
 export type SendBody = Static<typeof SendBodySchema>;
+
+/** A console line of a script (the layout of POST /scripts/execute's `console`). */
+export const ConsoleLineSchema = Type.Object({ level: Type.Union([Type.Literal("log"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error")]), message: Type.String(), ts: Type.Integer() });
+/** A pm.test result (the layout of POST /scripts/execute's `tests`). */
+export const TestResultSchema = Type.Object({ name: Type.String(), passed: Type.Boolean(), error: Nullable(Type.String()) });
+/** A script that threw, timed out or ran out of memory: /scripts/execute's error plus which script and event. */
+export const ScriptErrorSchema = Type.Object({
+  source: Type.String({ description: "collection 'NAME', folder 'NAME' or request 'NAME'" }),
+  event: Type.Union([Type.Literal("prerequest"), Type.Literal("test")]),
+  message: Type.String(),
+  stack: Nullable(Type.String()),
+  line: Nullable(Type.Integer()),
+});
 
 export const SendResultSchema = Type.Object({
   status: Nullable(Type.Integer()),
@@ -235,8 +263,9 @@ export const SendResultSchema = Type.Object({
   traffic_id: Nullable(Type.Integer()),
   resolved_url: Type.String(),
   unresolved: Type.Array(Type.String()),
-  tests: Type.Array(Type.Unknown()),
-  console: Type.Array(Type.Unknown()),
+  tests: Type.Array(TestResultSchema),
+  console: Type.Array(ConsoleLineSchema),
+  errors: Type.Array(ScriptErrorSchema),
   error: Nullable(Type.String()),
 });
 export type SendResult = Static<typeof SendResultSchema>;

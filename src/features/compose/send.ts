@@ -3,9 +3,12 @@ import type { ProxyContext } from "../../core/proxy/context.ts";
 import { sendVirtual } from "../../core/proxy/virtual-client.ts";
 import type { ClientInfo, Flow } from "../../pipeline/flow.ts";
 import { decodeBodyBytes } from "../../store/body-decode.ts";
+import type { ScriptRequest } from "../scripts/engine/types.ts";
+import type { ScriptRunner } from "../scripts/runner.ts";
 import type { Auth, Collection, ComposeRequest, Folder, KeyValue, SendBody, SendResult } from "./schema.ts";
+import { runScriptChain, scriptChain, SecretMask } from "./scripts.ts";
 import type { CollectionStore } from "./store.ts";
-import { buildScopes, Resolver } from "./variables.ts";
+import { initialScopes, Resolver, scopeMaps, valueText } from "./variables.ts";
 
 /** The client label of requests sent by POST /compose/send (they go through the proxy and are captured). */
 export const COMPOSE_CLIENT_LABEL = "tapwire-compose";
@@ -14,6 +17,8 @@ export interface SendDeps {
   store: CollectionStore;
   proxy: () => ProxyContext;
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
+  /** The process's script runner (FeatureContext.scriptRunner): pre-request and test scripts run on it. */
+  scripts: () => ScriptRunner;
 }
 
 /** The request as it goes out, after variables, inheritance and auth. */
@@ -39,21 +44,60 @@ function setHeader(headers: [string, string][], name: string, value: string): vo
   headers.push([name, value]);
 }
 
+/** Headers from the collection's defaultHeaders, the folders' (outermost first), then the request's. */
+function layeredHeaders(c: Collection, folders: Folder[], r: ComposeRequest, res: (s: string) => string): [string, string][] {
+  const headers: [string, string][] = [];
+  const layers: KeyValue[][] = [c.defaultHeaders, ...folders.map((f) => f.headers), r.headers];
+  for (const layer of layers) for (const h of layer) if (h.enabled && h.key.trim() !== "") setHeader(headers, res(h.key), res(h.value));
+  return headers;
+}
+
+/**
+ * The request as pre-request scripts see it (pm.request): nothing resolved yet (variables a script sets still
+ * apply), enabled query params appended as written, headers merged as for sending, Content-Type from
+ * `contentType`; the auth is not in it (it is applied after the scripts, as Postman does).
+ */
+export function templateRequest(c: Collection, folders: Folder[], r: ComposeRequest): ScriptRequest {
+  const headers = layeredHeaders(c, folders, r, (s) => s);
+  if (r.contentType !== "" && !headers.some(([n]) => n.toLowerCase() === "content-type")) headers.push(["Content-Type", r.contentType]);
+  const query = r.queryParams.filter((p) => p.enabled).map((p) => `${p.key}=${p.value}`);
+  return { method: r.method, url: appendQuery(r.url.trim(), query), headers, body: r.body };
+}
+
+function appendQuery(url: string, query: string[]): string {
+  if (!query.length) return url;
+  const hash = url.indexOf("#");
+  const frag = hash >= 0 ? url.slice(hash) : "";
+  const base = hash >= 0 ? url.slice(0, hash) : url;
+  const sep = !base.includes("?") ? "?" : base.endsWith("?") || base.endsWith("&") ? "" : "&";
+  return `${base}${sep}${query.join("&")}${frag}`;
+}
+
+/** What the pre-request scripts did to the template: used where they changed it, the structured request elsewhere. */
+export interface EditedRequest {
+  template: ScriptRequest;
+  current: ScriptRequest;
+}
+
 /**
  * Resolves one request of a collection: `{{variables}}` in URL, query params, headers, body and auth; headers
  * from the collection's defaultHeaders, then the enclosing folders' (outermost first), then the request's, each
  * later one replacing an earlier one of the same name; enabled query params appended (each key and value encoded
  * once); the auth header (or apiKey query parameter) last; Content-Type from `contentType` unless a header set it.
+ * With `edited` (pre-request scripts ran): the method, body, URL and headers as the scripts left them, the URL and
+ * the headers only when a script changed them (a changed URL is resolved as a whole, its query as written).
  */
-export function prepareRequest(c: Collection, folders: Folder[], r: ComposeRequest, resolver: Resolver): PreparedRequest {
+export function prepareRequest(c: Collection, folders: Folder[], r: ComposeRequest, resolver: Resolver, edited?: EditedRequest): PreparedRequest {
   const res = (s: string) => resolver.resolve(s);
-  let url = res(r.url).trim();
+  const urlEdited = edited !== undefined && edited.current.url !== edited.template.url;
+  const headersEdited = edited !== undefined && JSON.stringify(edited.current.headers) !== JSON.stringify(edited.template.headers);
+  let url = res(urlEdited ? edited.current.url : r.url).trim();
   const query: string[] = [];
-  for (const p of r.queryParams) if (p.enabled) query.push(`${encodeURIComponent(res(p.key))}=${encodeURIComponent(res(p.value))}`);
+  if (!urlEdited) for (const p of r.queryParams) if (p.enabled) query.push(`${encodeURIComponent(res(p.key))}=${encodeURIComponent(res(p.value))}`);
 
-  const headers: [string, string][] = [];
-  const layers: KeyValue[][] = [c.defaultHeaders, ...folders.map((f) => f.headers), r.headers];
-  for (const layer of layers) for (const h of layer) if (h.enabled && h.key.trim() !== "") setHeader(headers, res(h.key), res(h.value));
+  const headers: [string, string][] = headersEdited
+    ? edited.current.headers.filter(([n]) => n.trim() !== "").map(([n, v]) => [res(n), res(v)])
+    : layeredHeaders(c, folders, r, res);
 
   const auth = effectiveAuth(c, folders, r);
   if (auth?.type === "bearer") setHeader(headers, "Authorization", `Bearer ${res(auth.token)}`);
@@ -63,33 +107,33 @@ export function prepareRequest(c: Collection, folders: Folder[], r: ComposeReque
     else setHeader(headers, res(auth.key), res(auth.value));
   }
 
-  const body = res(r.body);
-  if (r.contentType !== "" && !headers.some(([n]) => n.toLowerCase() === "content-type")) headers.push(["Content-Type", r.contentType]);
+  const body = res(edited ? edited.current.body : r.body);
+  // a script that removed the Content-Type meant it
+  if (!headersEdited && r.contentType !== "" && !headers.some(([n]) => n.toLowerCase() === "content-type")) headers.push(["Content-Type", r.contentType]);
 
-  if (query.length) {
-    const hash = url.indexOf("#");
-    const frag = hash >= 0 ? url.slice(hash) : "";
-    const base = hash >= 0 ? url.slice(0, hash) : url;
-    const sep = !base.includes("?") ? "?" : base.endsWith("?") || base.endsWith("&") ? "" : "&";
-    url = `${base}${sep}${query.join("&")}${frag}`;
-  }
+  url = appendQuery(url, query);
   // like Postman, a URL without a scheme is sent over http
   if (url !== "" && !/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) url = `http://${url}`;
-  return { method: r.method.toUpperCase(), url, headers, body, timeout: r.timeout, unresolved: resolver.unresolved };
+  const method = (edited ? edited.current.method : r.method).toUpperCase();
+  return { method, url, headers, body, timeout: r.timeout, unresolved: resolver.unresolved };
 }
 
 /**
- * POST /compose/send: resolves the request and sends it through tapwire's own pipeline from an in-process client
- * labelled "tapwire-compose" (so rules apply and it is captured), with the request's timeout. A request that
- * cannot be sent (bad URL, connection failure, timeout) is answered with `error` set rather than thrown.
+ * POST /compose/send: runs the pre-request scripts (collection, folders outermost first, request), resolves the
+ * request with the variables as the scripts left them, sends it through tapwire's own pipeline from an in-process
+ * client labelled "tapwire-compose" (so rules apply and it is captured) with the request's timeout, then runs the
+ * test scripts in the same order on the response. A pre-request script that fails stops the send (as in Postman); a
+ * request that cannot be sent (bad URL, connection failure, timeout) is answered with `error` set rather than
+ * thrown. Script changes to pm.environment and pm.collectionVariables are kept in the store's session.
  */
 export async function sendComposeRequest(deps: SendDeps, body: SendBody): Promise<SendResult> {
   const c = deps.store.get(body.collection_id);
   const loc = deps.store.findRequest(c, body.request_id);
   const env = body.environment ? deps.store.environment(c, body.environment) : null;
-  const resolver = new Resolver(buildScopes(body.variables, env, c));
-  const p = prepareRequest(c, loc.folders, loc.request, resolver);
-
+  const r = loc.request;
+  const scopes = initialScopes(body.variables, env, { variables: deps.store.collectionVariables(c) }, body.data);
+  const before = { environment: { ...scopes.environment }, collectionVariables: { ...scopes.collectionVariables } };
+  const mask = new SecretMask(env);
   const result: SendResult = {
     status: null,
     status_text: null,
@@ -99,28 +143,101 @@ export async function sendComposeRequest(deps: SendDeps, body: SendBody): Promis
     size_bytes: 0,
     duration_ms: 0,
     traffic_id: null,
-    resolved_url: p.url,
-    unresolved: p.unresolved,
+    resolved_url: "",
+    unresolved: [],
     tests: [],
     console: [],
+    errors: [],
     error: null,
   };
+  const info = {
+    requestName: r.name,
+    requestId: r.id,
+    environmentName: env?.name ?? "",
+    iteration: body.iteration?.index,
+    iterationCount: body.iteration?.count,
+  };
 
+  try {
+    let edited: EditedRequest | undefined;
+    const pre = scriptChain(c, loc.folders, r, "prerequest");
+    if (pre.length) {
+      const template = templateRequest(c, loc.folders, r);
+      const ran = await runScriptChain(deps.scripts(), pre, "prerequest", { request: template, response: null, scopes, info, result, stopOnError: true });
+      edited = { template, current: ran.request };
+    }
+    const p = prepareRequest(c, loc.folders, r, new Resolver(scopeMaps(scopes)), edited);
+    result.resolved_url = p.url;
+    result.unresolved = p.unresolved;
+    if (result.errors.length) {
+      const first = result.errors[0]!;
+      result.error = `the pre-request script of ${first.source} failed, so the request was not sent: ${first.message}`;
+      return result;
+    }
+    const sent = await transmit(deps, p, result);
+    if (!sent) return result;
+    const tests = scriptChain(c, loc.folders, r, "test");
+    if (tests.length) {
+      const response = {
+        status: result.status!,
+        statusText: result.status_text ?? "",
+        headers: result.headers,
+        body: result.body_encoding === "utf8" ? result.body : "",
+        responseTime: result.duration_ms,
+      };
+      await runScriptChain(deps.scripts(), tests, "test", { request: sent, response, scopes, info, result, stopOnError: false });
+    }
+    return result;
+  } finally {
+    commitScopes(deps.store, c.id, env?.name ?? null, before, scopes, mask);
+    mask.apply(result);
+  }
+}
+
+/** Keeps what scripts changed in pm.environment and pm.collectionVariables for the session (nothing is written). */
+function commitScopes(
+  store: CollectionStore,
+  id: string,
+  envName: string | null,
+  before: { environment: Record<string, unknown>; collectionVariables: Record<string, unknown> },
+  after: { environment: Record<string, unknown>; collectionVariables: Record<string, unknown> },
+  mask: SecretMask,
+): void {
+  const changes = (a: Record<string, unknown>, b: Record<string, unknown>) => {
+    const out: [string, string | null][] = [];
+    for (const [k, v] of Object.entries(b)) if (!Object.hasOwn(a, k) || valueText(a[k]) !== valueText(v) || typeof a[k] !== typeof v) out.push([k, valueText(v)]);
+    for (const k of Object.keys(a)) if (!Object.hasOwn(b, k)) out.push([k, null]);
+    return out;
+  };
+  if (envName !== null) {
+    for (const [k, v] of changes(before.environment, after.environment)) {
+      store.setSessionVariable(id, envName, k, v);
+      mask.setValue(k, v);
+    }
+  }
+  for (const [k, v] of changes(before.collectionVariables, after.collectionVariables)) store.setSessionCollectionVariable(id, k, v);
+}
+
+/**
+ * Sends the prepared request through the pipeline and fills `result`; answers the request as it went out (for
+ * the test scripts), or null when it could not be sent (`result.error` says why).
+ */
+async function transmit(deps: SendDeps, p: PreparedRequest, result: SendResult): Promise<ScriptRequest | null> {
   let url: URL;
   try {
     url = new URL(p.url);
   } catch {
     result.error = `'${p.url}' is not a valid URL${p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : ""}`;
-    return result;
+    return null;
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     result.error = `only http and https URLs can be sent, not ${url.protocol}`;
-    return result;
+    return null;
   }
   // a host made of an unresolved reference would only become a DNS failure: say what is missing instead
   if (/[{}]/.test(decodeURIComponent(url.hostname))) {
     result.error = `the URL's host '${url.hostname}' is not resolved${p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : ""}`;
-    return result;
+    return null;
   }
   result.resolved_url = url.href;
   const scheme = url.protocol === "https:" ? "https" : "http";
@@ -148,7 +265,7 @@ export async function sendComposeRequest(deps: SendDeps, body: SendBody): Promis
     const failed = (flow as Flow | null)?.error;
     if (res.status === 502 && (failed || isProxyFailure(res.body))) {
       result.error = failed ?? new TextDecoder().decode(res.body).replace(/^tapwire: /, "").trim();
-      return result;
+      return null;
     }
     result.status = res.status;
     result.status_text = res.reason;
@@ -160,12 +277,12 @@ export async function sendComposeRequest(deps: SendDeps, body: SendBody): Promis
       result.body = Buffer.from(d.bytes).toString("base64");
       result.body_encoding = "base64";
     }
-    return result;
+    return { method: p.method, url: url.href, headers, body: p.body };
   } catch (e) {
     result.duration_ms = Math.round(performance.now() - t0);
     await new Promise((r) => setImmediate(r));
     result.error = (e as Error).message;
-    return result;
+    return null;
   } finally {
     stop();
   }

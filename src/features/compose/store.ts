@@ -60,8 +60,10 @@ function kv(list: { key: string; value: string; enabled?: boolean }[] | undefine
 export class CollectionStore {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly warned = new Map<string, number>();
-  /** collection id → environment name → key → current value */
+  /** collection id → environment name → key → current value (keys a script created are session-only variables) */
   private readonly session = new Map<string, Map<string, Map<string, string | null>>>();
+  /** collection id → key → value pm.collectionVariables gave it this session (null: unset) */
+  private readonly colSession = new Map<string, Map<string, string | null>>();
 
   constructor(readonly dir: string, private readonly log: (line: string) => void = () => {}) {}
 
@@ -92,6 +94,7 @@ export class CollectionStore {
       const c = parsed as unknown as Collection;
       if (c.id !== id) throw new Error(`its id '${c.id}' is not its file name's '${id}'`);
       for (const env of c.environments) for (const v of env.variables) delete (v as Partial<Variable>).currentValue;
+      fillFolderScripts(c.folders);
       loaded = { ok: true, c };
     } catch (e) {
       loaded = { ok: false, error: new CorruptCollectionError(path, (e as Error).message.replace(/^JSON Parse error: /, "not valid JSON: ")) };
@@ -215,7 +218,10 @@ export class CollectionStore {
         const sess = this.session.get(id);
         if (sess) for (const n of [...sess.keys()]) if (!names.has(n)) sess.delete(n);
       }
-      if (input.variables !== undefined) c.variables = kv(input.variables);
+      if (input.variables !== undefined) {
+        c.variables = kv(input.variables);
+        this.colSession.delete(id);
+      }
       if (input.defaultHeaders !== undefined) c.defaultHeaders = kv(input.defaultHeaders);
       if (input.defaultAuth !== undefined) c.defaultAuth = input.defaultAuth;
       if (input.scripts !== undefined) c.scripts = { prerequest: input.scripts.prerequest ?? "", test: input.scripts.test ?? "" };
@@ -229,6 +235,7 @@ export class CollectionStore {
     unlinkSync(this.file(id));
     this.cache.delete(id);
     this.session.delete(id);
+    this.colSession.delete(id);
   }
 
   addRequest(id: string, folderId: string | null | undefined, input: ComposeRequestInput): ComposeRequest {
@@ -277,6 +284,7 @@ export class CollectionStore {
       f.name = input.name;
       f.auth = input.auth ?? null;
       f.headers = kv(input.headers);
+      if (input.scripts !== undefined) f.scripts = { prerequest: input.scripts.prerequest ?? "", test: input.scripts.test ?? "" };
       if (input.requests !== undefined || input.folders !== undefined) {
         // ids stay unique in the whole collection: reserve those outside this folder and of the parts kept
         const ids = new Set<string>([f.id]);
@@ -339,6 +347,39 @@ export class CollectionStore {
     return this.environment(this.get(id), envName).variables.find((v) => v.key === key)!;
   }
 
+  /**
+   * What a script's pm.environment.set/unset leaves for the session (nothing is written): a variable of the
+   * environment gets the value as its currentValue (null after unset: its defaultValue applies again); a key the
+   * environment does not have becomes a session-only variable (listed with defaultValue "", gone after a restart),
+   * removed again by null.
+   */
+  setSessionVariable(id: string, envName: string, key: string, value: string | null): void {
+    const env = this.environment(this.raw(id), envName);
+    const vars = this.sessionEnv(id, envName);
+    if (value === null && !env.variables.some((v) => v.key === key)) vars.delete(key);
+    else vars.set(key, value);
+  }
+
+  /** The collection's enabled variables with this session's pm.collectionVariables changes applied. */
+  collectionVariables(c: Collection): KeyValue[] {
+    const over = this.colSession.get(c.id);
+    const out = new Map<string, string>();
+    for (const v of c.variables) if (v.enabled) out.set(v.key, v.value);
+    for (const [k, v] of over ?? []) {
+      if (v === null) out.delete(k);
+      else out.set(k, v);
+    }
+    return [...out].map(([key, value]) => ({ key, value, enabled: true }));
+  }
+
+  /** pm.collectionVariables.set (a value) or unset (null), for this session only: never written to the file. */
+  setSessionCollectionVariable(id: string, key: string, value: string | null): void {
+    this.raw(id);
+    let vars = this.colSession.get(id);
+    if (!vars) this.colSession.set(id, (vars = new Map()));
+    vars.set(key, value);
+  }
+
   // ---- helpers ---------------------------------------------------------------------------------------------------
 
   private sessionEnv(id: string, envName: string): Map<string, string | null> {
@@ -384,7 +425,12 @@ export class CollectionStore {
     const byEnv = this.session.get(c.id);
     for (const env of c.environments) {
       const vars = byEnv?.get(env.name);
+      const stored = new Set(env.variables.map((v) => v.key));
       env.variables = env.variables.map((v) => ({ key: v.key, defaultValue: v.defaultValue, currentValue: vars?.get(v.key) ?? null, enabled: v.enabled, isSecret: v.isSecret }));
+      // variables a script created this session
+      for (const [key, value] of vars ?? []) {
+        if (!stored.has(key) && value !== null) env.variables.push({ key, defaultValue: "", currentValue: value, enabled: true, isSecret: false });
+      }
     }
     return c;
   }
@@ -431,7 +477,16 @@ function makeFolder(f: FolderInput, ids: Set<string> | null): Folder {
     folders: (f.folders ?? []).map((x) => makeFolder(x, ids)),
     auth: f.auth ?? null,
     headers: kv(f.headers),
+    scripts: { prerequest: f.scripts?.prerequest ?? "", test: f.scripts?.test ?? "" },
   };
+}
+
+/** Folders of files written before folders had scripts get empty ones. */
+function fillFolderScripts(folders: Folder[]): void {
+  for (const f of folders) {
+    f.scripts ??= { prerequest: "", test: "" };
+    fillFolderScripts(f.folders);
+  }
 }
 
 function pickId(given: string | undefined, ids: Set<string> | null): string {

@@ -109,7 +109,7 @@ describe("collections: create, read, list", () => {
       }),
     );
     expect(c.folders[0].folders[0].requests).toHaveLength(2);
-    expect(c.folders[1]).toEqual({ id: expect.any(String), name: "B", requests: [], folders: [], auth: null, headers: [] });
+    expect(c.folders[1]).toEqual({ id: expect.any(String), name: "B", requests: [], folders: [], auth: null, headers: [], scripts: { prerequest: "", test: "" } });
     const list = (await ok(get(C))) as any[];
     const s = list.find((x) => x.id === c.id);
     expect(s).toEqual({ id: c.id, name: "Nested", request_count: 4, folder_count: 4, environment_count: 2, created_at: c.created_at });
@@ -211,7 +211,7 @@ describe("folders (extension)", () => {
     await expectError(post(`${C}/${c.id}/folders`, { folder: {} }), 400, "bad_request", "name");
 
     const upd = await ok(put(`${C}/${c.id}/folders/${f.id}`, { name: "F2", auth: { type: "bearer", token: "t" }, headers: [{ key: "X-F", value: "1" }] }));
-    expect(upd).toEqual({ id: f.id, name: "F2", auth: { type: "bearer", token: "t" }, headers: [{ key: "X-F", value: "1", enabled: true }], requests: f.requests, folders: [{ ...g }] });
+    expect(upd).toEqual({ id: f.id, name: "F2", auth: { type: "bearer", token: "t" }, headers: [{ key: "X-F", value: "1", enabled: true }], requests: f.requests, folders: [{ ...g }], scripts: { prerequest: "", test: "" } });
     // contents given: replaced, ids in the body kept
     const upd2 = await ok(put(`${C}/${c.id}/folders/${f.id}`, { name: "F3", requests: [{ id: f.requests[0].id, name: "renamed", method: "GET", url: "http://x" }] }));
     expect(upd2.requests[0].id).toBe(f.requests[0].id);

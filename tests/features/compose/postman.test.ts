@@ -96,11 +96,12 @@ describe("POST /compose/import (Postman v2.1)", () => {
     expect(admin.requests.map((r: any) => r.name)).toEqual(["Stats"]);
     expect(request(admin, "Stats").auth).toEqual({ type: "none" });
     expect(request(admin, "Stats").url).toBe("{{baseUrl}}/echo/stats");
-    // folder scripts go into the requests inside, outermost first
-    expect(request(admin, "Stats").scripts).toEqual({
+    // folder scripts stay on the folder (send runs collection, folders outermost first, then request)
+    expect(admin.scripts).toEqual({
       prerequest: 'console.log("admin folder");',
       test: 'pm.test("fast", () => pm.expect(pm.response.responseTime).to.be.below(2000));',
     });
+    expect(request(admin, "Stats").scripts).toEqual({ prerequest: "", test: "" });
 
     const users = folder(c, "Admin", "Users");
     expect(users.auth).toBeNull();
@@ -119,10 +120,9 @@ describe("POST /compose/import (Postman v2.1)", () => {
       timeout: 30000,
       description: "Creates a user from a form.",
     });
-    expect(form.scripts.prerequest).toBe('console.log("admin folder");\npm.variables.set("scope", "users");');
-    expect(form.scripts.test).toBe(
-      'pm.test("fast", () => pm.expect(pm.response.responseTime).to.be.below(2000));\npm.test("created", function () {\n    pm.response.to.have.status(200);\n});',
-    );
+    expect(users.scripts).toEqual({ prerequest: 'pm.variables.set("scope", "users");', test: "" });
+    expect(form.scripts.prerequest).toBe("");
+    expect(form.scripts.test).toBe('pm.test("created", function () {\n    pm.response.to.have.status(200);\n});');
     const upload = request(users, "Upload avatar (form-data)");
     expect(upload.contentType).toBe(`multipart/form-data; boundary=${FORM_BOUNDARY}`);
     expect(upload.body).toBe(
@@ -153,12 +153,11 @@ describe("POST /compose/import (Postman v2.1)", () => {
     const w = imported.warnings.join("\n");
     expect(w).toContain("collection's description");
     expect(w).toContain("folder 'Admin': its description");
-    expect(w).toContain("folder 'Admin': its scripts are copied");
     expect(w).toContain("1 disabled urlencoded field(s)");
     expect(w).toContain("file field 'avatar'");
     expect(w).toContain("1 saved response(s)");
     expect(w).toContain("auth type 'awsv4' is not supported");
-    expect(imported.warnings.length).toBe(8);
+    expect(imported.warnings.length).toBe(6);
   });
 
   test("an environment file goes into ?collection_id=, sending uses it and the inherited auth", async () => {
@@ -196,6 +195,14 @@ describe("POST /compose/import (Postman v2.1)", () => {
     expect(echo.headers.authorization).toBe(`Basic ${Buffer.from("admin:hunter2").toString("base64")}`);
     expect(echo.headers["x-request-source"]).toBe("postman");
     expect(echo.headers["x-debug"]).toBeUndefined();
+    // the imported scripts ran: collection, folder Admin, folder Users, then the request (pre-request and test)
+    expect(echo.headers["x-col"]).toBe("1");
+    expect(r1.console.map((l: any) => l.message)).toEqual(["admin folder"]);
+    expect(r1.tests).toEqual([
+      { name: "fast", passed: true, error: null },
+      { name: "created", passed: true, error: null },
+    ]);
+    expect(r1.errors).toEqual([]);
 
     const r2 = await send("Upload avatar (form-data)");
     const echo2 = JSON.parse(r2.body);
@@ -233,7 +240,10 @@ describe("POST /compose/import (Postman v2.1)", () => {
       ],
     });
     expect(create.request.header).toContainEqual({ key: "X-Debug", value: "1", type: "text", disabled: true });
-    expect(create.event.map((e: any) => e.listen)).toEqual(["prerequest", "test"]);
+    expect(create.event.map((e: any) => e.listen)).toEqual(["test"]);
+    // folder scripts are the folder's events again
+    expect(admin.event.map((e: any) => e.listen)).toEqual(["prerequest", "test"]);
+    expect(users.event).toEqual([{ listen: "prerequest", script: { type: "text/javascript", exec: ['pm.variables.set("scope", "users");'] } }]);
     const upload = users.item.find((i: any) => i.name === "Upload avatar (form-data)");
     expect(upload.request.body).toEqual({
       mode: "formdata",

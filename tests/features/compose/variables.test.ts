@@ -7,6 +7,7 @@ type Var = { defaultValue: string; currentValue?: string | null; enabled?: boole
 interface Row {
   why: string;
   call?: Record<string, string>;
+  data?: Record<string, unknown>;
   env?: Record<string, Var>;
   collection?: Record<string, { value: string; enabled?: boolean }>;
   expect: string;
@@ -31,13 +32,17 @@ const TABLE: Row[] = [
   { why: "a disabled collection variable is undefined", collection: { x: { value: "col", enabled: false } }, expect: "{{x}}", unresolved: ["x"] },
   { why: "no environment selected: the collection's", env: undefined, collection: { x: { value: "col" } }, expect: "col" },
   { why: "undefined everywhere stays literal and is listed", expect: "{{x}}", unresolved: ["x"] },
+  { why: "a run's data row sits below the call's variables", call: { x: "call" }, data: { x: "data" }, env: { x: { defaultValue: "envD" } }, expect: "call" },
+  { why: "a run's data row beats the environment's currentValue", data: { x: "data" }, env: { x: { defaultValue: "envD", currentValue: "envC" } }, collection: { x: { value: "col" } }, expect: "data" },
+  { why: "a data value that is a number is its text", data: { x: 42 }, expect: "42" },
+  { why: "a data value that is an object is its JSON", data: { x: { a: [1, "b"] } }, expect: '{"a":[1,"b"]}' },
   { why: "a value's own references are resolved with the same precedence", call: { x: "{{y}}-c" }, env: { y: { defaultValue: "envY" } }, expect: "envY-c" },
 ];
 
-describe("variable precedence (call > environment current > environment default > collection)", () => {
+describe("variable precedence (call > data row > environment current > environment default > collection)", () => {
   for (const row of TABLE) {
     test(row.why, () => {
-      const r = new Resolver(buildScopes(row.call, env(row.env), col(row.collection)));
+      const r = new Resolver(buildScopes(row.call, env(row.env), col(row.collection), row.data));
       expect(r.resolve("{{x}}")).toBe(row.expect);
       expect(r.unresolved).toEqual(row.unresolved ?? []);
     });
@@ -81,7 +86,7 @@ function collection(over: Partial<Collection> = {}): Collection {
 }
 const req = (over: Record<string, unknown> = {}) =>
   ({ id: "r", name: "r", method: "GET", url: "https://h.test/p", headers: [], queryParams: [], body: "", contentType: "", auth: null, timeout: 30000, scripts: { prerequest: "", test: "" }, description: "", ...over }) as Collection["requests"][number];
-const folder = (over: Partial<Folder> = {}): Folder => ({ id: "f", name: "f", requests: [], folders: [], auth: null, headers: [], ...over });
+const folder = (over: Partial<Folder> = {}): Folder => ({ id: "f", name: "f", requests: [], folders: [], auth: null, headers: [], scripts: { prerequest: "", test: "" }, ...over });
 const prep = (c: Collection, folders: Folder[], r: ReturnType<typeof req>, vars: Record<string, string> = {}) => prepareRequest(c, folders, r, new Resolver(buildScopes(vars, null, c)));
 const header = (h: [string, string][], name: string) => h.filter(([n]) => n.toLowerCase() === name.toLowerCase()).map(([, v]) => v);
 

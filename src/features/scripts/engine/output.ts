@@ -96,8 +96,18 @@ export function prepareRun(input: ScriptInput, memoryBytes: number): PreparedRun
       requestName: typeof info.requestName === "string" ? info.requestName : undefined,
       eventName: typeof info.eventName === "string" ? info.eventName : undefined,
       environmentName: typeof info.environmentName === "string" ? info.environmentName : undefined,
+      requestId: typeof info.requestId === "string" ? info.requestId : undefined,
+      iteration: Number.isInteger(info.iteration) ? (info.iteration as number) : undefined,
+      iterationCount: Number.isInteger(info.iterationCount) ? (info.iterationCount as number) : undefined,
     },
   };
+  if (isRecord(input.iterationData) && Object.keys(input.iterationData).length) {
+    try {
+      head.iterationData = JSON.parse(JSON.stringify(input.iterationData)) as Record<string, unknown>;
+    } catch (e) {
+      return { error: `iterationData cannot be passed to a script: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  }
   const headJson = JSON.stringify(head);
   const inputJson =
     headJson.slice(0, -1) +

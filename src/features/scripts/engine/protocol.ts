@@ -68,7 +68,9 @@ export interface SandboxInput {
   environment: Record<string, unknown>;
   collectionVariables: Record<string, unknown>;
   globals: Record<string, unknown>;
-  info: { requestName?: string; eventName?: string; environmentName?: string };
+  /** pm.iterationData (left out when empty). */
+  iterationData?: Record<string, unknown>;
+  info: { requestName?: string; requestId?: string; eventName?: string; environmentName?: string; iteration?: number; iterationCount?: number };
 }
 
 /**

@@ -36,11 +36,14 @@ export interface ScriptInput {
   environment?: VarScope;
   collectionVariables?: VarScope;
   globals?: VarScope;
+  /** pm.iterationData (read-only in scripts): a collection run's data row. Default empty. */
+  iterationData?: VarScope;
   /**
    * pm.info and pm.environment.name. eventName defaults from the phase: request -> "prerequest",
    * response and test -> "test". environmentName (default "") is what pm.environment.name returns.
+   * iteration (0-based, default 0) and iterationCount (default 1) are a collection run's.
    */
-  info?: { requestName?: string; eventName?: string; environmentName?: string };
+  info?: { requestName?: string; requestId?: string; eventName?: string; environmentName?: string; iteration?: number; iterationCount?: number };
 }
 
 export interface ConsoleLine {

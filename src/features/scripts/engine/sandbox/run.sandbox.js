@@ -81,7 +81,7 @@ class RunState {
       case "environment":
         return (s.environment = new EnvironmentScope(input.environment, input.info.environmentName || ""));
       case "iterationData":
-        return (s.iterationData = new VariableScope({}, true));
+        return (s.iterationData = new VariableScope(input.iterationData, true));
       case "variables":
         return (s.variables = new ResolvedVariables(input.variables, [
           () => this.scope("iterationData"),
@@ -261,9 +261,9 @@ class Pm {
     return objectFreeze({
       eventName: info.eventName || EVENT_NAMES[this.#s.input.phase] || "test",
       requestName: info.requestName || "",
-      requestId: "",
-      iteration: 0,
-      iterationCount: 1,
+      requestId: info.requestId || "",
+      iteration: typeof info.iteration === "number" ? info.iteration : 0,
+      iterationCount: typeof info.iterationCount === "number" ? info.iterationCount : 1,
     });
   }
 
