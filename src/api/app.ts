@@ -43,7 +43,9 @@ async function parseJsonBody({ request }: { request: Request }): Promise<unknown
 export function buildApi(opts: ApiOptions) {
   let spec: object | undefined;
   let built: RoutePlugin | undefined;
-  let app = new Elysia({ name: "tapwire-api" })
+  // normalize: false — Elysia's normalisation silently drops unknown body fields and turns a string or a number
+  // sent where a record belongs into an object ("abc" -> {"0":"a",...}, 5 -> {}); without it both are a 400
+  let app = new Elysia({ name: "tapwire-api", normalize: false })
     .onRequest(({ request }) => guardRequest(request, opts))
     .onParse({ as: "global" }, parseJsonBody)
     .onTransform({ as: "global" }, (c) => {

@@ -210,6 +210,7 @@ describe("API frame: error format (in-process, app.handle)", () => {
   const token = "t".repeat(64);
   const probe = new Elysia({ prefix: "/api/v1/probe" })
     .put("/", ({ set }) => void (set.status = 204), { body: Type.Object({ bytes_per_second: Type.Integer({ minimum: 1 }) }) })
+    .post("/rec", ({ body }) => body, { body: Type.Object({ vars: Type.Optional(Type.Record(Type.String(), Type.String())) }) })
     .get("/boom", () => {
       throw new Error("kaboom");
     })
@@ -242,6 +243,17 @@ describe("API frame: error format (in-process, app.handle)", () => {
       expect(j.error.message).toContain("bytes_per_second");
     }
     expect((await req("PUT", "/api/v1/probe", JSON.stringify({ bytes_per_second: 10 }))).status).toBe(204);
+  });
+
+  test("a record field is never coerced: a string, a number or an array where an object belongs is 400", async () => {
+    // Elysia's default normalisation turns "abc" into {"0":"a","1":"b","2":"c"} and 5 into {}: buildApi turns it off
+    for (const vars of ["abc", 5, ["a"]]) {
+      const r = await req("POST", "/api/v1/probe/rec", JSON.stringify({ vars }));
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as any).error.message).toContain("vars");
+    }
+    const ok = await req("POST", "/api/v1/probe/rec", JSON.stringify({ vars: { a: "b" } }));
+    expect(await ok.json()).toEqual({ vars: { a: "b" } });
   });
 
   test("bad path parameter → 400", async () => {
