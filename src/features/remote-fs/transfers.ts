@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream, existsSync, statSync, unlinkSync, renameSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix } from "node:path";
-import { PassThrough, type Readable } from "node:stream";
+import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { ApiError, badRequest } from "../../api/errors.ts";
 import type { RemoteConnection, RemoteConnections } from "./connections.ts";
@@ -50,6 +50,17 @@ interface Job {
   stopAs: "paused" | "cancelled" | null;
   /** Settles when the running work has finished cleaning up. */
   settled: Promise<void> | null;
+}
+
+/** A pass-through that adds what goes through it to the transfer's bytesDone (counting without consuming). */
+function byteCounter(j: Job): Transform {
+  return new Transform({
+    highWaterMark: 256 * 1024,
+    transform(chunk: Buffer, _enc, cb) {
+      j.view.bytesDone += chunk.length;
+      cb(null, chunk);
+    },
+  });
 }
 
 function transferId(): string {
@@ -143,6 +154,7 @@ export class TransferQueue {
       j.stopAs = "cancelled";
       j.abort?.abort();
       await j.settled;
+      if (j.view.state === "done") throw new ApiError(409, "conflict", `transfer ${id} finished before it could be cancelled`);
     } else {
       this.removeTemp(j);
       this.finish(j, "cancelled", null);
@@ -159,6 +171,7 @@ export class TransferQueue {
       j.stopAs = "paused";
       j.abort?.abort();
       await j.settled;
+      if (j.view.state === "done") throw new ApiError(409, "conflict", `transfer ${id} finished before it could be paused`);
     } else j.view.state = "paused";
     return { ...j.view };
   }
@@ -256,8 +269,7 @@ export class TransferQueue {
     if (offset > st.size) offset = 0;
     j.view.bytesDone = offset;
     const source = await conn.run((b) => b.read(remote, offset, signal));
-    const counter = new PassThrough({ highWaterMark: 256 * 1024 });
-    counter.on("data", (b: Buffer) => (j.view.bytesDone += b.length));
+    const counter = byteCounter(j);
     const sink = createWriteStream(j.tempPath, { flags: offset > 0 ? "r+" : "w", start: offset, highWaterMark: 256 * 1024 });
     try {
       await pipeline(source, counter, sink, { signal });
@@ -265,6 +277,7 @@ export class TransferQueue {
       if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
       throw e;
     }
+    if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
     if (j.view.bytesDone !== st.size) throw remoteError("io", `download ${remote}: got ${j.view.bytesDone} bytes, the server listed ${st.size} (the file changed during the transfer?)`);
     renameSync(j.tempPath, j.view.localPath);
     j.tempPath = null;
@@ -279,9 +292,8 @@ export class TransferQueue {
     const backend = conn.backend;
     const target = backend.atomicWrite ? posix.join(posix.dirname(remote), `.${posix.basename(remote)}.${j.view.transferId}.part`) : remote;
     const source = createReadStream(j.view.localPath, { highWaterMark: 256 * 1024 });
-    const counter = new PassThrough({ highWaterMark: 256 * 1024 });
+    const counter = byteCounter(j);
     source.on("error", (e) => counter.destroy(e));
-    counter.on("data", (b: Buffer) => (j.view.bytesDone += b.length));
     source.pipe(counter);
     const stopReading = () => {
       source.destroy();
@@ -289,6 +301,8 @@ export class TransferQueue {
     };
     try {
       await conn.run((b) => b.write(target, counter as Readable, size, signal), false);
+      if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
+      if (j.view.bytesDone !== size) throw remoteError("io", `upload ${remote}: read ${j.view.bytesDone} bytes of the local file, ${size} expected (it changed during the transfer?)`);
       if (target !== remote) await conn.run((b) => b.replace(target, remote));
     } catch (e) {
       stopReading();

@@ -175,8 +175,11 @@ export class S3Backend implements RemoteBackend {
   async mkdir(path: string): Promise<void> {
     if (path === "/" || (await this.stat(path))) throw remoteError("alreadyExists", `mkdir ${path}: it exists already`);
     try {
-      // parents need no markers on S3: a prefix exists as soon as something lies under it
-      await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: `${this.key(path)}/`, Body: "" }));
+      // a marker for each missing level (a prefix exists as soon as something lies under it, but some stores,
+      // s3rver among them, only report one level of common prefixes)
+      const missing: string[] = [];
+      for (let p = path; p !== "/" && !(await this.stat(p)); p = posix.dirname(p)) missing.unshift(p);
+      for (const p of missing) await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: `${this.key(p)}/`, Body: new Uint8Array(0), ContentLength: 0 }));
     } catch (e) {
       throw translate(e, `mkdir ${path}`);
     }
