@@ -6,6 +6,7 @@ import { apiCommand } from "./commands/api.ts";
 import { caCommand } from "./commands/ca.ts";
 import { completionCommand } from "./commands/completion.ts";
 import { envCommand } from "./commands/env.ts";
+import { remoteCommand } from "./commands/remote.ts";
 import { runCommand } from "./commands/run.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
@@ -39,6 +40,7 @@ export const COMMANDS: Command[] = [
   apiCommand,
   caCommand,
   throttleCommand,
+  remoteCommand,
   mcpEntry,
   completionCommand(() => COMMANDS),
   versionCommand,
