@@ -52,12 +52,37 @@ interface Job {
   settled: Promise<void> | null;
 }
 
+/**
+ * A transfer turns every byte into short-lived buffers several times over (the protocol library's socket, decrypt
+ * and framing buffers, ours), and the engine's garbage collector lets such external memory pile up long before it
+ * runs by itself: hundreds of MB for one large file. So every CHECK_EVERY bytes moved (all transfers together) the
+ * process's RSS is read (cheap), and when it stands more than RSS_ALLOWANCE above the lowest RSS seen while
+ * transferring, a full collection runs. Memory stays flat whatever the file's size, and the collector runs only
+ * when it has to (bench/remote-bench.ts prints the peaks).
+ */
+const CHECK_EVERY = 8 * 1024 * 1024;
+const RSS_ALLOWANCE = 48 * 1024 * 1024;
+let sinceCheck = 0;
+let floor = Infinity;
+
+function countForGc(n: number): void {
+  sinceCheck += n;
+  if (sinceCheck < CHECK_EVERY) return;
+  sinceCheck = 0;
+  const rss = process.memoryUsage.rss();
+  if (rss < floor) floor = rss;
+  if (rss - floor < RSS_ALLOWANCE) return;
+  (globalThis as { Bun?: { gc(full: boolean): void } }).Bun?.gc(true);
+  floor = Math.min(floor, process.memoryUsage.rss());
+}
+
 /** A pass-through that adds what goes through it to the transfer's bytesDone (counting without consuming). */
 function byteCounter(j: Job): Transform {
   return new Transform({
     highWaterMark: 256 * 1024,
     transform(chunk: Buffer, _enc, cb) {
       j.view.bytesDone += chunk.length;
+      countForGc(chunk.length);
       cb(null, chunk);
     },
   });
