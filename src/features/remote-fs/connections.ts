@@ -85,8 +85,8 @@ export class RemoteConnection {
   }
 
   /**
-   * Runs an operation on the open backend. When the session dropped under it (the backend says it is no longer
-   * connected), it reconnects once and runs the operation again (unless `retry` is false: an upload's stream
+   * Runs an operation on the open backend. When the session dropped under it (hostUnreachable once connected), it
+   * reconnects once and runs the operation again (unless `retry` is false: an upload's stream
    * cannot be read twice).
    */
   async run<T>(fn: (b: RemoteBackend) => Promise<T>, retry = true): Promise<T> {
@@ -97,7 +97,9 @@ export class RemoteConnection {
       return v;
     } catch (e) {
       const err = e instanceof RemoteError ? e : new RemoteError("io", String((e as Error)?.message ?? e));
-      if (retry && err.remoteCode === "hostUnreachable" && !this.backend.connected) {
+      if (retry && err.remoteCode === "hostUnreachable") {
+        // the session dropped under the operation (perhaps before the backend noticed): a fresh one, and once more
+        await this.backend.close().catch(() => {});
         await this.ensureOpen();
         return fn(this.backend);
       }

@@ -52,6 +52,9 @@ function translate(e: unknown, what: string): RemoteError {
     return remoteError("io", msg);
   }
   if (/User cannot log in|Login incorrect|530/i.test(msg)) return remoteError("auth", msg);
+  if (/Client is closed|FIN packet|ECONNRESET|EPIPE|socket hang up/i.test(msg) && !/SSL|TLS/.test(msg)) {
+    return remoteError("hostUnreachable", `${what}: the FTP connection was lost (${(e as Error)?.message})`);
+  }
   return asRemoteError(e, what);
 }
 

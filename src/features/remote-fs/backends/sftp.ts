@@ -80,6 +80,9 @@ function translate(e: unknown, what: string): RemoteError {
         return remoteError("io", msg);
     }
   }
+  if (/No response from server|Channel (?:closed|not open)|Not connected|Unable to start subsystem|socket|ECONNRESET/i.test(String(err?.message))) {
+    return remoteError("hostUnreachable", `${what}: the SSH session was lost (${err?.message})`);
+  }
   if (err?.level === "client-authentication") return remoteError("auth", `${what}: authentication failed (${err.message})`);
   if (err?.level === "protocol" || err?.level === "handshake") return remoteError("protocol", msg);
   return asRemoteError(e, what);
