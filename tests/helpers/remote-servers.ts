@@ -100,13 +100,26 @@ export async function startVsftpd(user = "twftp"): Promise<RemoteServer & { cert
   };
 }
 
-/** Apache httpd with mod_dav over plain HTTP, Basic auth. */
-export async function startApacheDav(user = "twdav"): Promise<RemoteServer> {
+/** A self-signed certificate for IP 127.0.0.1 (and localhost) in `dir`: {cert, key} paths (PEM). */
+export async function selfSignedCert(dir: string): Promise<{ cert: string; key: string }> {
+  const cert = join(dir, "tls-cert.pem");
+  const key = join(dir, "tls-key.pem");
+  const p = Bun.spawn(
+    ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+    { stdout: "ignore", stderr: "pipe" },
+  );
+  if ((await p.exited) !== 0) throw new Error(`openssl failed: ${await new Response(p.stderr).text()}`);
+  chmodSync(key, 0o600);
+  return { cert, key };
+}
+
+/** Apache httpd with mod_dav, Basic auth; over HTTPS with the given certificate. */
+export async function startApacheDav(user = "twdav", tls?: { cert: string; key: string }): Promise<RemoteServer> {
   requireRoot();
   const dir = workDir("dav");
   const port = freePort();
   const password = "dav-pass-1";
-  await runScript("start-apache-dav.sh", { PORT: String(port), DIR: dir, USER_NAME: user, USER_PASS: password });
+  await runScript("start-apache-dav.sh", { PORT: String(port), DIR: dir, USER_NAME: user, USER_PASS: password, ...(tls ? { SSL_CERT: tls.cert, SSL_KEY: tls.key } : {}) });
   const pid = Number(readFileSync(join(dir, "apache.bgpid"), "utf8"));
   return {
     protocol: "webdav",
@@ -122,14 +135,14 @@ export async function startApacheDav(user = "twdav"): Promise<RemoteServer> {
   };
 }
 
-/** s3rver (npm devDependency) with the bucket `test-bucket`; keys S3RVER/S3RVER. */
-export async function startS3rver(): Promise<RemoteServer & { bucket: string }> {
+/** s3rver (npm devDependency) with the bucket `test-bucket`; keys S3RVER/S3RVER; over HTTPS with the given certificate. */
+export async function startS3rver(tls?: { cert: string; key: string }): Promise<RemoteServer & { bucket: string }> {
   const dir = workDir("s3rver");
   const port = freePort();
   const bin = join(ROOT, "node_modules", "s3rver", "bin", "s3rver.js");
   if (!existsSync(bin)) throw new Error(`s3rver is not installed (${bin}); run npm install`);
   mkdirSync(join(dir, "data"));
-  const proc = Bun.spawn(["node", bin, "-d", join(dir, "data"), "-a", "127.0.0.1", "-p", String(port), "--configure-bucket", "test-bucket", "-s"], {
+  const proc = Bun.spawn(["node", bin, "-d", join(dir, "data"), "-a", "127.0.0.1", "-p", String(port), "--configure-bucket", "test-bucket", "-s", ...(tls ? ["--key", tls.key, "--cert", tls.cert] : [])], {
     // without the legacy provider, s3rver's ListObjectsV2 paging answers 500 on Node 17+
     env: { ...process.env, NODE_OPTIONS: "--openssl-legacy-provider" },
     stdout: "pipe",
@@ -138,7 +151,7 @@ export async function startS3rver(): Promise<RemoteServer & { bucket: string }> 
   const deadline = Date.now() + 20_000;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`s3rver exited with ${proc.exitCode}: ${await new Response(proc.stderr).text()}`);
-    const r = await fetch(`http://127.0.0.1:${port}/test-bucket?list-type=2&max-keys=1`).catch(() => null);
+    const r = await fetch(`${tls ? "https" : "http"}://127.0.0.1:${port}/test-bucket?list-type=2&max-keys=1`, { tls: { rejectUnauthorized: false } } as RequestInit).catch(() => null);
     if (r) {
       await r.arrayBuffer();
       if (r.status === 200 || r.status === 403) break;
