@@ -60,8 +60,8 @@ interface Job {
  * transferring, a full collection runs. Memory stays flat whatever the file's size, and the collector runs only
  * when it has to (bench/remote-bench.ts prints the peaks).
  */
-const CHECK_EVERY = 8 * 1024 * 1024;
-const RSS_ALLOWANCE = 48 * 1024 * 1024;
+const CHECK_EVERY = 4 * 1024 * 1024;
+const RSS_ALLOWANCE = 32 * 1024 * 1024;
 let sinceCheck = 0;
 let floor = Infinity;
 

@@ -268,8 +268,8 @@ export class S3Backend implements RemoteBackend {
         await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(path), Body: source, ContentLength: size }), { abortSignal: signal });
         return;
       }
-      // multipart, 6 MiB parts, 4 at a time: at most ~30 MiB buffered whatever the file's size
-      const up = new Upload({ client: this.s3, params: { Bucket: this.bucket, Key: this.key(path), Body: source }, partSize: 6 * 1024 * 1024, queueSize: 4, leavePartsOnError: false });
+      // multipart, 5 MiB parts (the S3 minimum), 3 at a time: about 15 MiB buffered whatever the file's size
+      const up = new Upload({ client: this.s3, params: { Bucket: this.bucket, Key: this.key(path), Body: source }, partSize: 5 * 1024 * 1024, queueSize: 3, leavePartsOnError: false });
       const onAbort = () => void up.abort().catch(() => {});
       signal.addEventListener("abort", onAbort, { once: true });
       try {
