@@ -57,13 +57,17 @@ interface Job {
  * and framing buffers, ours), and the engine's garbage collector lets such external memory pile up long before it
  * runs by itself: hundreds of MB for one large file. So every CHECK_EVERY bytes moved (all transfers together) the
  * process's RSS is read (cheap), and when it stands more than RSS_ALLOWANCE above the lowest RSS seen while
- * transferring, a full collection runs. Memory stays flat whatever the file's size, and the collector runs only
- * when it has to (bench/remote-bench.ts prints the peaks).
+ * transferring (and 16 MiB above what it was right after the previous collection, since freed pages go back with a
+ * delay), a full collection runs. Memory stays flat whatever the file's size, and the collector runs only when it
+ * has to (bench/remote-bench.ts prints the peaks).
  */
 const CHECK_EVERY = 4 * 1024 * 1024;
 const RSS_ALLOWANCE = 32 * 1024 * 1024;
+/** After a collection, freed pages go back to the system with a delay: wait for this much more before the next. */
+const AFTER_GC_MARGIN = 16 * 1024 * 1024;
 let sinceCheck = 0;
 let floor = Infinity;
+let afterGc = 0;
 
 function countForGc(n: number): void {
   sinceCheck += n;
@@ -71,9 +75,10 @@ function countForGc(n: number): void {
   sinceCheck = 0;
   const rss = process.memoryUsage.rss();
   if (rss < floor) floor = rss;
-  if (rss - floor < RSS_ALLOWANCE) return;
+  if (rss - floor < RSS_ALLOWANCE || rss < afterGc + AFTER_GC_MARGIN) return;
   (globalThis as { Bun?: { gc(full: boolean): void } }).Bun?.gc(true);
-  floor = Math.min(floor, process.memoryUsage.rss());
+  afterGc = process.memoryUsage.rss();
+  floor = Math.min(floor, afterGc);
 }
 
 /** A pass-through that adds what goes through it to the transfer's bytesDone (counting without consuming). */
