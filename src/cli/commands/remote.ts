@@ -172,7 +172,7 @@ examples:
 const conn = (v: string) => encodeURIComponent(v);
 
 function human(n: number): string {
-  if (n < 1024) return `${n} B`;
+  if (n < 1024) return `${Math.round(n)} B`;
   const units = ["KiB", "MiB", "GiB", "TiB"];
   let v = n / 1024;
   let i = 0;
