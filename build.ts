@@ -78,6 +78,8 @@ for (const t of wanted) {
     sourcemap: "linked",
     bytecode: true,
     define: { TAPWIRE_BUILD_VERSION: JSON.stringify(version) },
+    // ssh2's optional native speed-up; ssh2 works without it (remote files, SFTP)
+    external: ["cpu-features"],
   });
   if (!result.success) {
     failed++;

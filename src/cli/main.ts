@@ -8,6 +8,7 @@ import { completionCommand } from "./commands/completion.ts";
 import { composeCommand } from "./commands/compose.ts";
 import { envCommand } from "./commands/env.ts";
 import { flowCommand } from "./commands/flow.ts";
+import { remoteCommand } from "./commands/remote.ts";
 import { runCommand } from "./commands/run.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
@@ -43,6 +44,7 @@ export const COMMANDS: Command[] = [
   throttleCommand,
   flowCommand,
   composeCommand,
+  remoteCommand,
   mcpEntry,
   completionCommand(() => COMMANDS),
   versionCommand,
