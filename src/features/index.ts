@@ -8,6 +8,7 @@ import { throttleFeature } from "./throttle/feature.ts";
 import { websocketFeature } from "./websocket/feature.ts";
 import { mockFeature } from "./mock/feature.ts";
 import { composeFeature } from "./compose/feature.ts";
+import { sessionsFeature } from "./sessions/feature.ts";
 import type { FeatureFactory } from "../service/feature.ts";
 
 /**
@@ -27,6 +28,7 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
  *   mock           the standalone mock listener (routes and a listener, no hook)
  *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
+ *   sessions       session tabs, saved sessions (HAR files) and HAR import/export of traffic (routes, no hook)
  *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [
@@ -40,4 +42,5 @@ export const FEATURES: readonly FeatureFactory[] = [
   websocketFeature,
   mockFeature,
   composeFeature,
+  sessionsFeature,
 ];

@@ -23,6 +23,8 @@ export interface FeatureContext {
   isIgnoredClient: (label: string) => boolean;
   /** Be told when a flow was stored as a traffic entry; returns an unsubscribe. */
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
+  /** Another feature by name (once every feature is built; throws for an unknown name). */
+  feature: <T extends Feature = Feature>(name: string) => T;
 }
 
 /**

@@ -120,6 +120,7 @@ export class TapwireService {
       capture: this.capture,
       proxy: () => this.proxyCtx,
       onStored: (l) => this.captureAddon.onStored(l),
+      feature: (name) => this.feature(name),
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
     };
     this.features = FEATURES.map((make) => make(fctx));

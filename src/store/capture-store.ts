@@ -777,6 +777,10 @@ export class CaptureStore {
       conds.push("timestamp >= ?");
       params.push(since);
     }
+    if (typeof q.client === "string" && q.client !== "") {
+      conds.push("client_addr = ?");
+      params.push(q.client);
+    }
     let volatile = false;
     if (typeof q.search === "string" && q.search !== "") {
       volatile = this.searchCondition(db, q.search, conds, params);

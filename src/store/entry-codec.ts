@@ -24,7 +24,7 @@
  *   parsed back into the list when read. The proxy hands these over for a head nobody changed (RawFields).
  * - bytes: u32 n then n bytes; 0xFFFFFFFF is null.
  */
-import type { HeaderList, NewEntry, RawFields } from "./types.ts";
+import { STORED_BODIES_KEY, type HeaderList, type NewEntry, type RawFields } from "./types.ts";
 import { copyBytes, latin1Decode } from "../core/http1/chars.ts";
 import { parseFieldLines } from "../core/http1/fields.ts";
 import type { WireRow } from "./capture-protocol.ts";
@@ -352,7 +352,7 @@ export class BatchBuilder {
     const client = strOf(e.client_addr, "client_addr");
     const error = strOf(e.error, "error");
     const reason = strOf(e.reason, "reason");
-    const extra = extraJson(e.extra);
+    const extra = extraJson(e.stored_bodies ? { ...e.extra, [STORED_BODIES_KEY]: e.stored_bodies } : e.extra);
     const reqH = e.req_headers ?? null;
     const resH = e.res_headers ?? null;
     const reqFields = rawFieldsOf(e.req_fields);

@@ -52,7 +52,26 @@ export interface NewEntry {
   extra?: Record<string, unknown>;
   /** Response reason phrase; stored as the extra field `reason` (after `extra`'s own fields). */
   reason?: string;
+  /**
+   * Set for entries that come from elsewhere (a HAR import): req_body / res_body are already in their stored form
+   * (decoded from any Content-Encoding), so the writer keeps them as they are, with these encodings and flags,
+   * instead of decoding them from the headers. Unset for captured traffic.
+   */
+  stored_bodies?: StoredBodies;
 }
+
+/** How the bodies of an imported entry are stored (see NewEntry.stored_bodies). */
+export interface StoredBodies {
+  req_encoding: BodyEncoding;
+  res_encoding: BodyEncoding;
+  req_decoded_from: string;
+  res_decoded_from: string;
+  req_truncated: boolean;
+  res_truncated: boolean;
+}
+
+/** The key NewEntry.stored_bodies travels under inside the extras JSON (the writer takes it out again). */
+export const STORED_BODIES_KEY = "__tapwire_stored_bodies";
 
 /** Summary form (spec 2.3) plus a few extra fields. */
 export interface EntrySummary {
@@ -105,6 +124,7 @@ export interface ListQuery {
   has_error?: boolean; // true: status >= 400; false: status < 400
   since_id?: number; // id > since_id
   since?: number; // timestamp >= since
+  client?: string; // exact client label (client_addr)
   /** "desc" (newest first) is the default, except that since_id switches the default to "asc". */
   order?: "asc" | "desc";
 }
