@@ -400,6 +400,7 @@ export class HttpSession implements UpstreamOwner {
       if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
       this.reqDecoder = null;
       this.reqState = "done";
+      flow.timing.sent = performance.now();
       if (out.rest && out.rest.length) {
         this.buf = out.rest;
         if (this.buf.length > MAX_HELD) this.ep.pause();
@@ -416,6 +417,7 @@ export class HttpSession implements UpstreamOwner {
   private forward(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;
     if (flow.response) return this.answerFromAddon(flow);
+    flow.timing.forward ||= performance.now();
     const r = flow.request;
     const target: UpstreamTarget = {
       scheme: r.scheme,
@@ -443,6 +445,9 @@ export class HttpSession implements UpstreamOwner {
   private sendRequest(flow: Flow, conn: UpstreamConn): void {
     conn.owner = this;
     conn.uses++;
+    const timing = flow.timing;
+    timing.send = performance.now();
+    timing.conn = { id: conn.id, remoteAddr: conn.remoteAddr, connectMs: conn.connectMs, sslMs: conn.sslMs, reused: conn.uses > 1 };
     this.upstream = conn;
     conn.ep.onDrain = null;
     conn.ep.throttle = flow.throttleUp;
@@ -468,6 +473,7 @@ export class HttpSession implements UpstreamOwner {
       conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
       if (body.length >= 16384) conn.ep.write(body);
       this.reqState = "done";
+      timing.sent = performance.now();
     } else if (this.reqDecoder) {
       conn.ep.cork();
       conn.ep.write(head);
@@ -479,6 +485,7 @@ export class HttpSession implements UpstreamOwner {
     } else {
       conn.ep.write(head);
       this.reqState = "done";
+      timing.sent = performance.now();
     }
     this.ep.resume();
   }
@@ -539,6 +546,7 @@ export class HttpSession implements UpstreamOwner {
     }
     switch (this.resState) {
       case "head":
+        flow.timing.firstByte ||= performance.now();
         this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
         return this.parseResponse(flow);
       case "body":
