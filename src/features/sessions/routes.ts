@@ -63,6 +63,7 @@ export function sessionRoutes(d: SessionDeps) {
         detail: { tags, summary: "Active session tabs: {tabs: [{id, name, kind, entry_count, created_at, filter}]}; 'live' first" },
       })
       .post("/", ({ body }) => d.tabs.create(body.name, body.filter ?? {}), {
+        transform: ({ body }) => rejectUnknownFields(body, CreateTabBody),
         body: CreateTabBody,
         response: TabSchema,
         detail: {
@@ -146,12 +147,26 @@ export function sessionRoutes(d: SessionDeps) {
         },
         {
           params: TabId,
+          transform: ({ body }) => rejectUnknownFields(body, SaveTabBody),
           body: t.Optional(SaveTabBody),
           response: SavedSummarySchema,
           detail: { tags, summary: "Extension: write the tab's entries as a saved session (HAR, sessions/<id>.har, atomically) {name?}; answers its summary" },
         },
       )
   );
+}
+
+/**
+ * Elysia drops body fields a schema does not name before the handler sees them: this runs first (transform) and
+ * refuses them, so a field the caller sent is never silently ignored. Nested objects are checked against theirs.
+ */
+function rejectUnknownFields(body: unknown, schema: { properties?: Record<string, unknown> }, at = ""): void {
+  if (body === null || typeof body !== "object" || Array.isArray(body) || !schema.properties) return;
+  for (const [k, v] of Object.entries(body)) {
+    const sub = schema.properties[k] as { properties?: Record<string, unknown>; anyOf?: { properties?: Record<string, unknown> }[] } | undefined;
+    if (!sub) throw badRequest(`unknown body field '${at}${k}' (known: ${Object.keys(schema.properties).join(", ")})`);
+    rejectUnknownFields(v, sub.properties ? sub : (sub.anyOf?.find((x) => x.properties) ?? {}), `${at}${k}.`);
+  }
 }
 
 function checkEmptyBody(body: unknown): void {
