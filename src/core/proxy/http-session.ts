@@ -628,7 +628,8 @@ export class HttpSession implements UpstreamOwner {
       this.ep.cork();
       this.sendResponseHead(flow, null);
       this.resState = "body";
-      if (this.resFraming.kind === "none") {
+      // no body to stream: `Content-Length: 0` (a redirect) ends here like a bodiless status does
+      if (this.resFraming.kind === "none" || (this.resFraming.kind === "length" && this.resFraming.length === 0)) {
         this.responseComplete(flow);
         this.ep.uncork();
         return;

@@ -285,10 +285,10 @@ const OPCODES: Record<string, number> = { continuation: 0, text: 1, binary: 2, c
 
 function harMessage(f: WsFrameLike): HarWebSocketMessage {
   const m: HarWebSocketMessage = { type: f.dir === "out" ? "send" : "receive", time: f.ts / 1000, opcode: OPCODES[f.opcode] ?? 1, data: f.text };
-  if (f.truncated) {
-    m._truncated = true;
-    m._sizeBytes = f.sizeBytes;
-  }
+  if (f.truncated) m._truncated = true;
+  // the true size when `data` does not tell it (a clipped preview, a control frame's payload)
+  const shown = f.opcode === "binary" ? Buffer.from(f.text, "base64").length : f.opcode === "text" ? Buffer.byteLength(f.text) : 0;
+  if (f.sizeBytes !== shown) m._sizeBytes = f.sizeBytes;
   if (f.closeCode !== undefined) m._closeCode = f.closeCode;
   if (f.closeReason !== undefined) m._closeReason = f.closeReason;
   return m;
