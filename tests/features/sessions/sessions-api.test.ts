@@ -217,7 +217,7 @@ describe("saved sessions", () => {
     const har = await svc.call(`/api/v1/session-tabs/saved/${saved.body.id}/har`);
     expect(har.status).toBe(200);
     expect(har.headers.get("content-type")).toContain("application/json");
-    const doc = await har.json();
+    const doc: any = await har.json();
     expect(harErrors(doc)).toBeNull();
     expect(doc.log.pages[0].title).toBe("checkout run 1");
     expect(doc.log._tapwire).toMatchObject({ name: "checkout run 1", tab: { id: t.body.id, name: "Checkout flow" } });
@@ -266,7 +266,7 @@ describe("saved sessions", () => {
     expect(r.body).toMatchObject({ name: "imported one", entry_count: 1 });
     const items = await call(`/session-tabs/saved/${r.body.id}`);
     expect(items.body.items[0]).toMatchObject({ method: "POST", url: "http://i.test/x", status_code: 200 });
-    const file = await (await svc.call(`/api/v1/session-tabs/saved/${r.body.id}/har`)).json();
+    const file: any = await (await svc.call(`/api/v1/session-tabs/saved/${r.body.id}/har`)).json();
     expect(file.log.entries[0].request.postData.text).toBe("hi");
     for (const bad of [{}, { log: {} }, { log: { entries: [{ startedDateTime: "yesterday", request: { method: "GET", url: "http://x/" } }] } }, { log: { entries: [{ startedDateTime: "2026-01-01T00:00:00Z", request: { method: "GET", url: "/relative" } }] } }]) {
       const b = await post("/session-tabs/saved", bad);
