@@ -6,6 +6,7 @@ import { apiCommand } from "./commands/api.ts";
 import { caCommand } from "./commands/ca.ts";
 import { completionCommand } from "./commands/completion.ts";
 import { envCommand } from "./commands/env.ts";
+import { harCommand } from "./commands/har.ts";
 import { runCommand } from "./commands/run.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
@@ -36,6 +37,7 @@ export const COMMANDS: Command[] = [
   envCommand,
   runCommand,
   trafficCommand,
+  harCommand,
   apiCommand,
   caCommand,
   throttleCommand,
