@@ -1,8 +1,9 @@
 /**
  * A HAR of many captured entries, written one entry at a time: what GET /traffic/export.har streams and what a
- * saved session is written with. Entries are read a page at a time (ids ascending, at most PAGE summaries, then
- * each detail), turned into JSON by har.ts's harEntry and handed on; nothing holds more than one page of summaries
- * and one entry, so a 100,000-entry export runs in a few MB (bench/har-export-bench.ts).
+ * saved session is written with. Entries come from the store a page at a time (CaptureStore.details: ids
+ * ascending, on a read connection of its own), are turned into JSON by har.ts's harEntry and handed on in chunks of
+ * about 64 KiB, pulled by the reader: nothing holds more than a page, so a 100,000-entry export runs in bounded
+ * memory (bench/har-export-bench.ts).
  *
  * The export covers the entries that exist when it starts (ids up to the highest one then): traffic captured while
  * it runs is left for the next export, so an export under load ends.
@@ -13,8 +14,6 @@ import type { CaptureStore } from "../../store/capture-store.ts";
 import type { ListQuery } from "../../store/types.ts";
 import { harEntry, harPage, PAGE_ID, type FramesOf, type HarOptions } from "./har.ts";
 
-/** Summaries read per store query. */
-const PAGE = 500;
 /** Chunks handed to the response or file are joined up to about this many bytes. */
 const CHUNK = 64 * 1024;
 
@@ -48,34 +47,15 @@ export async function* harChunks(
   const filters: ListQuery = { ...q };
   delete filters.limit;
   delete filters.offset;
-  let cursor = typeof q.since_id === "number" ? q.since_id : 0;
-  let skip = typeof q.offset === "number" ? q.offset : 0;
-  let left = typeof q.limit === "number" ? q.limit : Infinity;
   const pageref = options.pageTitle !== undefined ? PAGE_ID : undefined;
-  while (left > 0) {
-    const page = await store.list({ ...filters, since_id: cursor, order: "asc", limit: PAGE, offset: skip });
-    // the offset applies to the first page only: later pages continue from the cursor
-    skip = 0;
-    if (page.items.length === 0) break;
-    let done = false;
-    for (const s of page.items) {
-      cursor = s.id;
-      if (s.id > upto) {
-        done = true;
-        break;
-      }
-      const e = await store.get(s.id);
-      if (!e) continue; // deleted or evicted meanwhile
-      firstTs ??= e.timestamp;
-      buf += (n > 0 ? "," : "") + JSON.stringify(harEntry(e, pageref, framesOf?.(e.id) ?? null));
-      n++;
-      if (buf.length >= CHUNK) {
-        yield buf;
-        buf = "";
-      }
-      if (--left <= 0) break;
+  for await (const e of store.details(filters, { upto, offset: q.offset, limit: q.limit })) {
+    firstTs ??= e.timestamp;
+    buf += (n > 0 ? "," : "") + JSON.stringify(harEntry(e, pageref, framesOf?.(e.id) ?? null));
+    n++;
+    if (buf.length >= CHUNK) {
+      yield buf;
+      buf = "";
     }
-    if (done || page.items.length < PAGE) break;
   }
   buf += "]";
   if (options.pageTitle !== undefined) buf += `,"pages":[${JSON.stringify(harPage(options.pageTitle, firstTs ?? Date.now()))}]`;
