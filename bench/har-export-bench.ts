@@ -108,6 +108,8 @@ try {
     if (i % 5000 === 0) await svc.store.flush();
   }
   await svc.store.flush();
+  // the writer Worker indexes bodies for search in the background (same process): let it finish first
+  await svc.store.waitIndexed();
   console.log(`filled ${N} entries in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
   Bun.gc(true);
