@@ -28,8 +28,7 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   websocket      records frames of relayed WebSocket connections (a tap, not a hook)
  *   mock           the standalone mock listener (routes and a listener, no hook)
  *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
- *   sessions       session tabs, saved sessions (HAR files), HAR import/export of traffic; its response/error hooks
- *                  record the HAR fields (phase timings, server IP, connection) after every other addon changed the flow
+ *   sessions       session tabs, saved sessions (HAR files), HAR import/export of traffic (routes, no hook)
  *   capture-record (last) writes the finished flow to the capture store
  */
 export const FEATURES: readonly FeatureFactory[] = [

@@ -58,6 +58,27 @@ export interface NewEntry {
    * instead of decoding them from the headers. Unset for captured traffic.
    */
   stored_bodies?: StoredBodies;
+  /**
+   * What the proxy measured for HAR (its phases and the upstream connection), encoded in the entry's binary record
+   * and turned into the extra fields `timings`, `server_ip`, `connection_id`, `http_version` and
+   * `response_http_version` by the writer, off the proxy's thread (see entry-codec.ts).
+   */
+  har?: HarMeasure | null;
+}
+
+/** NewEntry.har: phases in ms (-1: did not apply), the upstream connection, versions other than HTTP/1.1. */
+export interface HarMeasure {
+  blocked: number;
+  connect: number;
+  ssl: number;
+  send: number;
+  wait: number;
+  receive: number;
+  /** 0: no upstream connection. */
+  connection_id: number;
+  server_ip: string | null;
+  http_version: string | null;
+  response_http_version: string | null;
 }
 
 /** How the bodies of an imported entry are stored (see NewEntry.stored_bodies). */

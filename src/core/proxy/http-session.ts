@@ -400,7 +400,7 @@ export class HttpSession implements UpstreamOwner {
       if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
       this.reqDecoder = null;
       this.reqState = "done";
-      flow.timing.sent = performance.now();
+      if (flow.capture) flow.timing.sent = performance.now();
       if (out.rest && out.rest.length) {
         this.buf = out.rest;
         if (this.buf.length > MAX_HELD) this.ep.pause();
@@ -417,7 +417,8 @@ export class HttpSession implements UpstreamOwner {
   private forward(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;
     if (flow.response) return this.answerFromAddon(flow);
-    flow.timing.forward ||= performance.now();
+    // phase marks (HAR timings) only for flows that are recorded: performance.now() is not free
+    if (flow.capture) flow.timing.forward ||= performance.now();
     const r = flow.request;
     const target: UpstreamTarget = {
       scheme: r.scheme,
@@ -445,9 +446,12 @@ export class HttpSession implements UpstreamOwner {
   private sendRequest(flow: Flow, conn: UpstreamConn): void {
     conn.owner = this;
     conn.uses++;
-    const timing = flow.timing;
-    timing.send = performance.now();
-    timing.conn = { id: conn.id, remoteAddr: conn.remoteAddr, connectMs: conn.connectMs, sslMs: conn.sslMs, reused: conn.uses > 1 };
+    const timing = flow.capture ? flow.timing : null;
+    if (timing) {
+      timing.send = performance.now();
+      timing.conn = conn;
+      timing.reused = conn.uses > 1;
+    }
     this.upstream = conn;
     conn.ep.onDrain = null;
     conn.ep.throttle = flow.throttleUp;
@@ -473,7 +477,7 @@ export class HttpSession implements UpstreamOwner {
       conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
       if (body.length >= 16384) conn.ep.write(body);
       this.reqState = "done";
-      timing.sent = performance.now();
+      if (timing) timing.sent = performance.now();
     } else if (this.reqDecoder) {
       conn.ep.cork();
       conn.ep.write(head);
@@ -485,7 +489,7 @@ export class HttpSession implements UpstreamOwner {
     } else {
       conn.ep.write(head);
       this.reqState = "done";
-      timing.sent = performance.now();
+      if (timing) timing.sent = performance.now();
     }
     this.ep.resume();
   }
@@ -546,7 +550,7 @@ export class HttpSession implements UpstreamOwner {
     }
     switch (this.resState) {
       case "head":
-        flow.timing.firstByte ||= performance.now();
+        if (flow.capture) flow.timing.firstByte ||= performance.now();
         this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
         return this.parseResponse(flow);
       case "body":

@@ -6,13 +6,12 @@ import { TrafficHar } from "./har-service.ts";
 import { sessionRoutes, trafficHarRoutes } from "./routes.ts";
 import { SavedSessions } from "./saved.ts";
 import { TabStore } from "./tabs.ts";
-import { HarFieldsAddon } from "./timings.ts";
 
 /**
  * Sessions (spec 2.10, 4.8): live session tabs over the capture store, saved sessions as HAR files in `sessions/`,
- * and HAR for all traffic (GET /traffic/export.har, POST /traffic/import). A tab is a view, so a captured flow costs
- * nothing here but the HAR fields its addon records (timings, server address, connection, HTTP version) for the
- * capture to keep. See docs/api.md (Sessions, HAR) for the layouts.
+ * and HAR for all traffic (GET /traffic/export.har, POST /traffic/import). No pipeline addon: a tab is a view, so a
+ * captured flow costs nothing here (what HAR needs of a flow beyond the capture, its phase timings, is recorded by
+ * capture: features/capture/har-measure.ts). See docs/api.md (Sessions, HAR files) for the layouts.
  */
 export function sessionsFeature(ctx: FeatureContext): Feature & { tabs: TabStore; saved: SavedSessions; har: TrafficHar } {
   const tabs = new TabStore(ctx.dataDir, ctx.store, ctx.onCorrupt);
@@ -30,7 +29,6 @@ export function sessionsFeature(ctx: FeatureContext): Feature & { tabs: TabStore
     tabs,
     saved,
     har,
-    addon: new HarFieldsAddon(),
     routes: [sessionRoutes({ tabs, saved, har }), trafficHarRoutes(har)],
     start: () => tabs.start(),
   };
