@@ -212,6 +212,16 @@ describe("GET /traffic/export.har", () => {
   });
 });
 
+test("the OpenAPI document describes the HAR and session routes", async () => {
+  const doc = (await call("/openapi.json")).body;
+  expect(Object.keys(doc.paths["/api/v1/traffic/export.har"])).toEqual(["get"]);
+  expect(doc.paths["/api/v1/traffic/export.har"].get.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(["host", "client", "limit", "title"]));
+  expect(doc.paths["/api/v1/traffic/import"].post.requestBody).toBeDefined();
+  for (const p of ["/api/v1/session-tabs/", "/api/v1/session-tabs/{id}", "/api/v1/session-tabs/{id}/save", "/api/v1/session-tabs/saved", "/api/v1/session-tabs/saved/{id}", "/api/v1/session-tabs/saved/{id}/har"]) {
+    expect(doc.paths[p]).toBeDefined();
+  }
+});
+
 describe("POST /traffic/import", () => {
   let imported: { first_id: number; last_id: number };
 
