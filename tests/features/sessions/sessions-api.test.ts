@@ -113,6 +113,8 @@ describe("created tabs", () => {
     add({ client_addr: "node", method: "POST", status_code: 200 });
     add({ client_addr: "curl", method: "POST", status_code: 201 });
     expect((await call(`/session-tabs/${t.body.id}`)).body.items.map((e: any) => e.id)).toEqual([hit]);
+    // the same client filter on GET /traffic (an extension there too)
+    expect((await call(`/traffic?client=node&method=POST&status=201`)).body.items.map((e: any) => e.id)).toEqual([hit]);
     for (const bad of [{ name: "x", filter: { colour: "red" } }, { name: "" }, { filter: {} }, { name: "x", filter: { status: "two hundred" } }, { name: "x", filter: { has_error: "maybe" } }, { name: "x", extra: 1 }]) {
       const r = await post("/session-tabs", bad);
       expect(r.status).toBe(400);
