@@ -15,9 +15,10 @@ const ms = (v: number): number => Math.round(v * 1000) / 1000;
  *   wait     last request byte → first response byte
  *   receive  first response byte → the response complete
  * A flow that never went upstream (answered by an addon, refused first) has no phases (blocked -1); null when there
- * is nothing to record at all (no phases, HTTP/1.1 both ways).
+ * is nothing to record at all (no phases, HTTP/1.1 both ways). The flow ends where its `duration_ms` does, so the
+ * phases add up to the entry's time (as HAR wants), give or take the rounding of duration_ms.
  */
-export function harMeasure(flow: Flow, end: number = performance.now()): HarMeasure | null {
+export function harMeasure(flow: Flow, end: number = flow.durationMs ? flow.t0 + flow.durationMs : performance.now()): HarMeasure | null {
   const t = flow.timing;
   const v = flow.request.version;
   const rv = flow.response?.version;
