@@ -111,7 +111,8 @@ function openApiDocument(api: RoutePlugin, version: string): object {
         r.hooks?.parse?.some((h) => h.fn === parseJsonBody) ? { ...r, hooks: { ...r.hooks, parse: [{ fn: "json" }] } } : r,
       ),
   };
-  const { paths, components } = toOpenAPISchema(view as never);
+  // staticFile: false — the generator leaves out every path with a dot unless told (GET /traffic/export.har)
+  const { paths, components } = toOpenAPISchema(view as never, { staticFile: false });
   return {
     openapi: "3.1.2",
     info: {

@@ -52,6 +52,17 @@ export class ApiClient {
     return this.handshake.proxy_port;
   }
 
+  /** Like request, but answers the Response unread, for bodies to stream (a HAR export). */
+  async stream(method: string, path: string): Promise<Response> {
+    const p = path.startsWith("/api/") ? path : `/api/v1${path.startsWith("/") ? "" : "/"}${path}`;
+    bypassProxyForLoopback();
+    try {
+      return await fetch(this.baseUrl + p, { method: method.toUpperCase(), headers: { authorization: `Bearer ${this.handshake.token}` } });
+    } catch (e) {
+      throw new NotRunningError(`cannot reach tapwire (pid ${this.handshake.pid}) on 127.0.0.1:${this.handshake.port}: ${(e as Error).message}`);
+    }
+  }
+
   /** Calls `/api/v1/...` (a path without the prefix gets it). Never throws for an HTTP status; throws NotRunningError when unreachable. */
   async request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer> {
     const p = path.startsWith("/api/") ? path : `/api/v1${path.startsWith("/") ? "" : "/"}${path}`;

@@ -9,6 +9,7 @@ import { composeCommand } from "./commands/compose.ts";
 import { envCommand } from "./commands/env.ts";
 import { flowCommand } from "./commands/flow.ts";
 import { remoteCommand } from "./commands/remote.ts";
+import { harCommand } from "./commands/har.ts";
 import { runCommand } from "./commands/run.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
@@ -39,6 +40,7 @@ export const COMMANDS: Command[] = [
   envCommand,
   runCommand,
   trafficCommand,
+  harCommand,
   apiCommand,
   caCommand,
   throttleCommand,

@@ -11,6 +11,7 @@ import { composeFeature } from "./compose/feature.ts";
 import { grpcFeature } from "./grpc/feature.ts";
 import { flowsFeature } from "./flows/feature.ts";
 import { remoteFsFeature } from "./remote-fs/feature.ts";
+import { sessionsFeature } from "./sessions/feature.ts";
 import type { FeatureFactory } from "../service/feature.ts";
 
 /**
@@ -32,6 +33,7 @@ import type { FeatureFactory } from "../service/feature.ts";
  *   compose        collections and POST /compose/send, which sends through the proxy like any client (routes, no hook)
  *   grpc           GET /traffic/{id}/grpc: captured gRPC messages decoded, named by --proto (routes, no hook)
  *   remote-fs      SFTP/FTP/S3/WebDAV connections, folder operations and transfers (routes, no hook)
+ *   sessions       session tabs, saved sessions (HAR files), HAR import/export of traffic (routes, no hook)
  *   flows          stored flows and their runner, which sends through the proxy like compose (routes, no hook); last,
  *                  so that it is stopped first and its runs are cancelled while the proxy still runs
  *   capture-record (last) writes the finished flow to the capture store
@@ -49,5 +51,6 @@ export const FEATURES: readonly FeatureFactory[] = [
   composeFeature,
   grpcFeature,
   remoteFsFeature,
+  sessionsFeature,
   flowsFeature,
 ];

@@ -38,6 +38,22 @@ export interface FlowResponse {
   body: Uint8Array | null;
 }
 
+/**
+ * When the phases of an exchange happened (performance.now() values; 0: it did not happen), set by the core, for
+ * HAR timings: forward (the request left the addons for the upstream), send (its head was written upstream), sent
+ * (its last byte was), firstByte (the response's first byte arrived). `conn` is the upstream connection it used.
+ * Marked only for flows that are captured (`capture`).
+ */
+export interface FlowTiming {
+  forward: number;
+  send: number;
+  sent: number;
+  firstByte: number;
+  /** The upstream connection (the core's UpstreamConn itself: no copy per flow), and whether it had been used before. */
+  conn: { readonly id: number; readonly remoteAddr: string; readonly connectMs: number; readonly sslMs: number } | null;
+  reused: boolean;
+}
+
 /** A capped copy of a body that streamed through, and its true size. */
 export class BodyCapture {
   chunks: Uint8Array[] = [];
@@ -128,6 +144,8 @@ export class Flow {
   throttleUp: Throttle | null = null;
   /** Id of the captured entry, once stored. */
   entryId: number | null = null;
+  /** When the phases of the exchange happened (set by the core; see FlowTiming). */
+  readonly timing: FlowTiming = { forward: 0, send: 0, sent: 0, firstByte: 0, conn: null, reused: false };
   /** The request and final response heads as received (see RawHead), for forwarding and capturing them as they are. */
   reqRaw: RawHead | null = null;
   resRaw: RawHead | null = null;

@@ -21,10 +21,10 @@
  */
 import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
-import { decodeBodyBytes } from "./body-decode.ts";
+import { decodeBodyBytes, type DecodedBodyBytes } from "./body-decode.ts";
 import type { WireRow, WriterStatus } from "./capture-protocol.ts";
 import type { DecodedBatch } from "./entry-codec.ts";
-import type { HeaderList } from "./types.ts";
+import { STORED_BODIES_KEY, type HeaderList, type StoredBodies } from "./types.ts";
 
 /** 2: the search index may lag behind the entries (meta.fts_indexed_upto). */
 export const SCHEMA_VERSION = 2;
@@ -113,6 +113,24 @@ function num(v: unknown, name: string): number {
   return v;
 }
 
+/** NewEntry.stored_bodies, taken out of the extras it travelled in (null for captured traffic). */
+function storedBodiesOf(extra: Record<string, unknown> | null | undefined): Partial<StoredBodies> | null {
+  if (!extra || !(STORED_BODIES_KEY in extra)) return null;
+  const v = extra[STORED_BODIES_KEY];
+  delete extra[STORED_BODIES_KEY];
+  return v && typeof v === "object" ? (v as Partial<StoredBodies>) : null;
+}
+
+const lenientUtf8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** An imported body kept in the form it came in (already decoded): UTF-8 text or bytes. */
+function asStored(raw: Uint8Array | null, encoding: unknown, decodedFrom: unknown): DecodedBodyBytes {
+  const from = typeof decodedFrom === "string" ? decodedFrom : "";
+  if (!raw || raw.length === 0) return { encoding: "utf8", text: "", decodedFrom: from };
+  if (encoding === "base64") return { encoding: "base64", bytes: raw, decodedFrom: from };
+  return { encoding: "utf8", text: lenientUtf8.decode(raw), decodedFrom: from };
+}
+
 /** The column values of one entry: bodies decoded here, in the writer, never on the proxy's thread. */
 function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | null): Row {
   const [id, method, url, host, status, ct, duration, ts, client, hasResponse, error, reqH, resH, , reqSize, , resSize, extraObj] = r;
@@ -120,10 +138,11 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
   const resHeaders: HeaderList = resH ?? [];
   const reqBodySize = reqSize ?? 0;
   const resBodySize = resSize ?? 0;
-  const reqTrunc = reqRaw !== null && reqRaw.length < reqBodySize;
-  const resTrunc = resRaw !== null && resRaw.length < resBodySize;
-  const req = decodeBodyBytes(reqRaw, reqHeaders, reqTrunc);
-  const res = decodeBodyBytes(resRaw, resHeaders, resTrunc);
+  const stored = storedBodiesOf(extraObj);
+  const reqTrunc = stored ? stored.req_truncated === true : reqRaw !== null && reqRaw.length < reqBodySize;
+  const resTrunc = stored ? stored.res_truncated === true : resRaw !== null && resRaw.length < resBodySize;
+  const req = stored ? asStored(reqRaw, stored.req_encoding, stored.req_decoded_from) : decodeBodyBytes(reqRaw, reqHeaders, reqTrunc);
+  const res = stored ? asStored(resRaw, stored.res_encoding, stored.res_decoded_from) : decodeBodyBytes(resRaw, resHeaders, resTrunc);
   let extra: string | null = null;
   if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
   const u = str(url, "url");

@@ -777,6 +777,10 @@ export class CaptureStore {
       conds.push("timestamp >= ?");
       params.push(since);
     }
+    if (typeof q.client === "string" && q.client !== "") {
+      conds.push("client_addr = ?");
+      params.push(q.client);
+    }
     let volatile = false;
     if (typeof q.search === "string" && q.search !== "") {
       volatile = this.searchCondition(db, q.search, conds, params);
@@ -907,46 +911,99 @@ export class CaptureStore {
       this.hurry();
       await this.waitAcked(id);
     }
-    const row = this.db
-      .query(
-        `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
-          e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
-          b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from,
-          b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from
-        FROM entries e LEFT JOIN details d ON d.id = e.id LEFT JOIN bodies b ON b.id = e.id WHERE e.id = ?`,
-      )
-      .get(id) as DetailRow | null;
-    if (!row) return null;
-    let extra: Record<string, unknown> = {};
-    if (row.extra) {
-      try {
-        const v = JSON.parse(row.extra);
-        if (v && typeof v === "object" && !Array.isArray(v)) extra = v;
-      } catch {
-        // unreadable extras are left out
-      }
-    }
-    const detail: EntryDetail = {
-      ...toSummary(row),
-      req_headers: parseHeaders(row.req_headers),
-      req_body: bodyToString(row.req_body),
-      res_headers: parseHeaders(row.res_headers),
-      res_body: bodyToString(row.res_body),
-      req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
-      res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",
-      req_body_size: row.req_size ?? 0,
-      res_body_size: row.res_size ?? 0,
-      req_body_truncated: row.req_truncated === 1,
-      res_body_truncated: row.res_truncated === 1,
-      req_body_decoded_from: row.req_decoded_from ?? "",
-      res_body_decoded_from: row.res_decoded_from ?? "",
-    };
-    // extras never overwrite a spec field ("error" included: it only appears when the flow failed)
-    for (const [k, v] of Object.entries(extra)) {
-      if (!RESERVED_DETAIL_KEYS.has(k)) detail[k] = v;
-    }
-    return detail;
+    const row = this.db.query(`${DETAIL_SELECT} WHERE e.id = ?`).get(id) as DetailRow | null;
+    return row ? toDetail(row) : null;
   }
+
+  /**
+   * Every entry matching `q` (its filters; limit, offset and order are `opts`'), oldest first, as details: for
+   * exports of any size. Reads a page of ids and then their details at a time, on a read connection of its own
+   * with a small page cache and no memory map, so a long export neither holds its entries nor fills the process
+   * with the database file; entries with ids above `opts.upto` (captured after the export began) are left out.
+   */
+  async *details(q: ListQuery, opts: { upto?: number; offset?: number; limit?: number } = {}): AsyncGenerator<EntryDetail> {
+    this.assertOpen();
+    await this.sync();
+    const conn = new Database(this.path, { readonly: true, strict: true });
+    try {
+      conn.run("PRAGMA busy_timeout = 5000");
+      conn.run("PRAGMA cache_size = -2048");
+      conn.run("PRAGMA mmap_size = 0");
+      let cursor = finiteOrUndefined(q.since_id) ?? 0;
+      let skip = Math.max(0, Math.floor(opts.offset ?? 0));
+      let left = opts.limit === undefined ? Infinity : Math.max(0, Math.floor(opts.limit));
+      const upto = opts.upto ?? Number.MAX_SAFE_INTEGER;
+      const PAGE = 200;
+      while (left > 0 && !this.closed) {
+        const rows = this.snapshotOn(conn, (db) => {
+          const w = this.whereClause(db, { ...q, since_id: cursor });
+          const sql = `SELECT id FROM entries ${w.sql ? `${w.sql} AND` : "WHERE"} id <= ? ORDER BY id ASC LIMIT ? OFFSET ?`;
+          const stmt = db.prepare(sql);
+          const ids = (stmt.all(...w.params, upto, Math.min(PAGE, left), skip) as { id: number }[]).map((r) => r.id);
+          stmt.finalize();
+          if (ids.length === 0) return [];
+          return db.query(`${DETAIL_SELECT} WHERE e.id IN (${ids.map(() => "?").join(",")}) ORDER BY e.id`).all(...ids) as DetailRow[];
+        });
+        skip = 0;
+        if (rows.length === 0) return;
+        for (const r of rows) {
+          cursor = r.id;
+          left--;
+          yield toDetail(r);
+        }
+      }
+    } finally {
+      conn.close();
+    }
+  }
+
+  /** snapshot() on another connection. */
+  private snapshotOn<T>(db: Database, fn: (db: Database) => T): T {
+    db.run("BEGIN");
+    try {
+      return fn(db);
+    } finally {
+      db.run("COMMIT");
+    }
+  }
+}
+
+const DETAIL_SELECT = `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
+  e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
+  b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from,
+  b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from
+  FROM entries e LEFT JOIN details d ON d.id = e.id LEFT JOIN bodies b ON b.id = e.id`;
+
+function toDetail(row: DetailRow): EntryDetail {
+  let extra: Record<string, unknown> = {};
+  if (row.extra) {
+    try {
+      const v = JSON.parse(row.extra);
+      if (v && typeof v === "object" && !Array.isArray(v)) extra = v;
+    } catch {
+      // unreadable extras are left out
+    }
+  }
+  const detail: EntryDetail = {
+    ...toSummary(row),
+    req_headers: parseHeaders(row.req_headers),
+    req_body: bodyToString(row.req_body),
+    res_headers: parseHeaders(row.res_headers),
+    res_body: bodyToString(row.res_body),
+    req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
+    res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",
+    req_body_size: row.req_size ?? 0,
+    res_body_size: row.res_size ?? 0,
+    req_body_truncated: row.req_truncated === 1,
+    res_body_truncated: row.res_truncated === 1,
+    req_body_decoded_from: row.req_decoded_from ?? "",
+    res_body_decoded_from: row.res_decoded_from ?? "",
+  };
+  // extras never overwrite a spec field ("error" included: it only appears when the flow failed)
+  for (const [k, v] of Object.entries(extra)) {
+    if (!RESERVED_DETAIL_KEYS.has(k)) detail[k] = v;
+  }
+  return detail;
 }
 
 function toSummary(r: SummaryRow): EntrySummary {

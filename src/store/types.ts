@@ -52,7 +52,47 @@ export interface NewEntry {
   extra?: Record<string, unknown>;
   /** Response reason phrase; stored as the extra field `reason` (after `extra`'s own fields). */
   reason?: string;
+  /**
+   * Set for entries that come from elsewhere (a HAR import): req_body / res_body are already in their stored form
+   * (decoded from any Content-Encoding), so the writer keeps them as they are, with these encodings and flags,
+   * instead of decoding them from the headers. Unset for captured traffic.
+   */
+  stored_bodies?: StoredBodies;
+  /**
+   * What the proxy measured for HAR (its phases and the upstream connection), encoded in the entry's binary record
+   * and turned into the extra fields `timings`, `server_ip`, `connection_id`, `http_version` and
+   * `response_http_version` by the writer, off the proxy's thread (see entry-codec.ts).
+   */
+  har?: HarMeasure | null;
 }
+
+/** NewEntry.har: phases in ms (-1: did not apply), the upstream connection, versions other than HTTP/1.1. */
+export interface HarMeasure {
+  blocked: number;
+  connect: number;
+  ssl: number;
+  send: number;
+  wait: number;
+  receive: number;
+  /** 0: no upstream connection. */
+  connection_id: number;
+  server_ip: string | null;
+  http_version: string | null;
+  response_http_version: string | null;
+}
+
+/** How the bodies of an imported entry are stored (see NewEntry.stored_bodies). */
+export interface StoredBodies {
+  req_encoding: BodyEncoding;
+  res_encoding: BodyEncoding;
+  req_decoded_from: string;
+  res_decoded_from: string;
+  req_truncated: boolean;
+  res_truncated: boolean;
+}
+
+/** The key NewEntry.stored_bodies travels under inside the extras JSON (the writer takes it out again). */
+export const STORED_BODIES_KEY = "__tapwire_stored_bodies";
 
 /** Summary form (spec 2.3) plus a few extra fields. */
 export interface EntrySummary {
@@ -105,6 +145,7 @@ export interface ListQuery {
   has_error?: boolean; // true: status >= 400; false: status < 400
   since_id?: number; // id > since_id
   since?: number; // timestamp >= since
+  client?: string; // exact client label (client_addr)
   /** "desc" (newest first) is the default, except that since_id switches the default to "asc". */
   order?: "asc" | "desc";
 }

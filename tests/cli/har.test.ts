@@ -103,8 +103,8 @@ describe("buildHar", () => {
       { name: "sid", value: "new", path: "/", domain: "api.test", expires: "2026-10-21T07:28:00.000Z", httpOnly: true, secure: true, sameSite: "Lax" },
     ]);
     expect(e.response.content).toEqual({ size: 11, mimeType: "application/json", text: '{"ok":true}' });
-    expect(e._tapwireId).toBe(1);
-    expect(e._clientAddr).toBe("curl");
+    expect(e._tapwire.id).toBe(1);
+    expect(e._tapwire.client_addr).toBe("curl");
   });
 
   test("bodies: a form post, a binary request, a base64 response, a decoded gzip response, a truncated one", () => {
@@ -170,7 +170,7 @@ describe("buildHar", () => {
     const t0 = Date.UTC(2026, 0, 1);
     const har = buildHar([entry({ id: 9, timestamp: t0 + 500 }), entry({ id: 8, timestamp: t0 })], { version: "1", pageTitle: "ci run", comment: "hello" });
     checkHar12(har);
-    expect(har.log.entries.map((e) => e._tapwireId)).toEqual([8, 9]);
+    expect(har.log.entries.map((e) => e._tapwire.id)).toEqual([8, 9]);
     expect(har.log.pages).toEqual([{ startedDateTime: new Date(t0).toISOString(), id: "page_1", title: "ci run", pageTimings: {} }]);
     expect(har.log.entries.every((e) => e.pageref === "page_1")).toBe(true);
     expect(har.log.creator.comment).toBe("ci run");

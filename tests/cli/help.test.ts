@@ -33,6 +33,9 @@ const COMMANDS = [
   ["flow", "list"],
   ["compose"],
   ["compose", "run"],
+  ["har"],
+  ["har", "export"],
+  ["har", "import"],
   ["remote"],
   ...["ls", "get", "put", "mv", "rm", "mkdir", "transfers", "add", "reload"].map((c) => ["remote", c]),
   ["mcp"],
@@ -45,7 +48,7 @@ describe("--help", () => {
     for (const args of [["help"], ["--help"], ["-h"]]) {
       const r = await tw(args);
       expect(r.code).toBe(0);
-      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "flow", "compose", "remote", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
+      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "har", "flow", "compose", "remote", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
     }
   });
 

@@ -48,7 +48,7 @@ describe("with the running tapwire", () => {
     expect(e.request.postData.text).toBe("hello");
     expect(e.response.status).toBe(200);
     expect(JSON.parse(e.response.content.text).path).toBe("/echo?run=1");
-    expect(e._clientAddr).toBe("curl");
+    expect(e._tapwire.client_addr).toBe("curl");
     expect(new Date(e.startedDateTime).getTime()).toBeGreaterThan(Date.now() - 60_000);
   });
 

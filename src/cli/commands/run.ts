@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildHar } from "../../features/traffic/har.ts";
 import { clientEnv, ensureClientFiles } from "../../service/client-env.ts";
 import { AlreadyRunningError } from "../../service/handshake.ts";
 import { TapwireService } from "../../service/service.ts";
@@ -11,6 +10,7 @@ import { START_OPTIONS, startConfig, type StartValues } from "../args.ts";
 import { ApiClient, NotRunningError } from "../client.ts";
 import { CliFailure, HELP_OPTION, UsageError, parse, str, type Command, type Io, type Options, type Values } from "../command.ts";
 import { callJson } from "../service-call.ts";
+import { exportHar } from "./har.ts";
 import { newestId } from "./traffic.ts";
 
 export const RUN_USAGE = `usage: tapwire run [--har FILE] [--jsonl FILE] [--tab NAME] [--fail-on-http-error] [--port P] [--isolated] [start options] [--] COMMAND [ARGS...]
@@ -134,8 +134,9 @@ async function record(client: ApiClient, since: number, code: number, command: s
   if (har || jsonl) {
     const full = await details(client, items);
     if (har) {
+      // the service's HAR export (features/traffic/har.ts): the same file `tapwire har export` writes
       const title = str(values, "tab") ?? command.join(" ");
-      writeFileSync(har, JSON.stringify(buildHar(full, { version: VERSION, pageTitle: title }), null, 2) + "\n");
+      await exportHar(client, { since_id: since, title }, har, io);
     }
     if (jsonl) writeFileSync(jsonl, full.map((e) => JSON.stringify(e) + "\n").join(""));
   }

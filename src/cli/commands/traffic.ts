@@ -25,7 +25,7 @@ import {
 } from "../command.ts";
 import { callJson, callText, connect, queryString } from "../service-call.ts";
 
-const FILTER_HELP = `filters (those of GET /api/v1/traffic; they combine with AND):
+export const FILTER_HELP = `filters (those of GET /api/v1/traffic; they combine with AND):
   --host TEXT        substring of the host name, case-insensitive
   --method M         exact method, case-insensitive
   --status S         exact status code, or a class such as 5xx
@@ -143,7 +143,7 @@ examples:
   tapwire traffic list --host example.com
   tapwire traffic wait --host api.example.com --status 200 --timeout 30s`;
 
-const FILTER_OPTIONS = {
+export const FILTER_OPTIONS = {
   host: { type: "string" },
   method: { type: "string" },
   status: { type: "string" },
@@ -183,7 +183,7 @@ function statusQuery(v: string | undefined, usage: string): { status?: number; s
   throw new UsageError(`--status takes a status code (404) or a class (4xx); got '${v}'`, usage);
 }
 
-function filterQuery(values: Values, usage: string): Record<string, string | number | boolean | undefined> {
+export function filterQuery(values: Values, usage: string): Record<string, string | number | boolean | undefined> {
   const q: Record<string, string | number | boolean | undefined> = {
     host: str(values, "host"),
     method: str(values, "method"),

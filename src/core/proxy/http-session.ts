@@ -400,6 +400,7 @@ export class HttpSession implements UpstreamOwner {
       if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
       this.reqDecoder = null;
       this.reqState = "done";
+      if (flow.capture) flow.timing.sent = performance.now();
       if (out.rest && out.rest.length) {
         this.buf = out.rest;
         if (this.buf.length > MAX_HELD) this.ep.pause();
@@ -416,6 +417,8 @@ export class HttpSession implements UpstreamOwner {
   private forward(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;
     if (flow.response) return this.answerFromAddon(flow);
+    // phase marks (HAR timings) only for flows that are recorded: performance.now() is not free
+    if (flow.capture) flow.timing.forward ||= performance.now();
     const r = flow.request;
     const target: UpstreamTarget = {
       scheme: r.scheme,
@@ -443,6 +446,12 @@ export class HttpSession implements UpstreamOwner {
   private sendRequest(flow: Flow, conn: UpstreamConn): void {
     conn.owner = this;
     conn.uses++;
+    const timing = flow.capture ? flow.timing : null;
+    if (timing) {
+      timing.send = performance.now();
+      timing.conn = conn;
+      timing.reused = conn.uses > 1;
+    }
     this.upstream = conn;
     conn.ep.onDrain = null;
     conn.ep.throttle = flow.throttleUp;
@@ -468,6 +477,7 @@ export class HttpSession implements UpstreamOwner {
       conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
       if (body.length >= 16384) conn.ep.write(body);
       this.reqState = "done";
+      if (timing) timing.sent = performance.now();
     } else if (this.reqDecoder) {
       conn.ep.cork();
       conn.ep.write(head);
@@ -479,6 +489,7 @@ export class HttpSession implements UpstreamOwner {
     } else {
       conn.ep.write(head);
       this.reqState = "done";
+      if (timing) timing.sent = performance.now();
     }
     this.ep.resume();
   }
@@ -539,6 +550,7 @@ export class HttpSession implements UpstreamOwner {
     }
     switch (this.resState) {
       case "head":
+        if (flow.capture) flow.timing.firstByte ||= performance.now();
         this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
         return this.parseResponse(flow);
       case "body":
@@ -620,7 +632,8 @@ export class HttpSession implements UpstreamOwner {
       this.ep.cork();
       this.sendResponseHead(flow, null);
       this.resState = "body";
-      if (this.resFraming.kind === "none") {
+      // no body to stream: `Content-Length: 0` (a redirect) ends here like a bodiless status does
+      if (this.resFraming.kind === "none" || (this.resFraming.kind === "length" && this.resFraming.length === 0)) {
         this.responseComplete(flow);
         this.ep.uncork();
         return;

@@ -53,8 +53,17 @@ export interface UpstreamOptions {
   parent?: ParentProxy | null;
 }
 
+let nextConnId = 1;
+
 export class UpstreamConn {
   readonly ep: Endpoint;
+  /** A number naming the connection (HAR `connection`): requests that share it share the number. */
+  readonly id = nextConnId++;
+  /** The address the socket is connected to (the origin, or the parent proxy when going through one). */
+  remoteAddr = "";
+  /** How long opening it took, ms: all of it (TCP, CONNECT through a parent, TLS), and the TLS handshake alone (-1: none). */
+  connectMs = -1;
+  sslMs = -1;
   owner: UpstreamOwner | null = null;
   /** How many requests this connection has carried (>1 means it was reused from the pool). */
   uses = 0;
@@ -141,6 +150,8 @@ export class UpstreamPool {
     return new Promise<UpstreamConn>((resolve, reject) => {
       let settled = false;
       let conn: UpstreamConn | null = null;
+      const t0 = performance.now();
+      let tOpen = 0;
       const fail = (e: UpstreamError) => {
         if (settled) return;
         settled = true;
@@ -151,6 +162,9 @@ export class UpstreamPool {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        const now = performance.now();
+        c.connectMs = now - t0;
+        if (tls && tOpen > 0) c.sslMs = now - tOpen;
         c.idleSec = this.opts.idleTimeoutSec;
         c.ep.socket.timeout(c.idleSec);
         resolve(c);
@@ -168,7 +182,9 @@ export class UpstreamPool {
         data: undefined,
         socket: {
           open(s) {
+            tOpen = performance.now();
             conn = new UpstreamConn(key, s, pool);
+            conn.remoteAddr = s.remoteAddress ?? "";
             s.data = conn;
             pool.all.add(conn);
             s.setNoDelay(true);
@@ -265,16 +281,19 @@ export class UpstreamPool {
         if (conn) conn.ep.destroy();
         else raw?.terminate();
       };
+      const t0 = performance.now();
       const ready = (c: UpstreamConn) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        c.connectMs = performance.now() - t0;
         c.idleSec = this.opts.idleTimeoutSec;
         c.ep.socket.timeout(c.idleSec);
         resolve(c);
       };
       const adopt = (s: Socket<UpstreamConn | undefined>): UpstreamConn => {
         const c = new UpstreamConn(key, s, pool);
+        c.remoteAddr = raw?.remoteAddress ?? s.remoteAddress ?? "";
         conn = c;
         s.data = c;
         pool.all.add(c);

@@ -4,6 +4,7 @@ import type { Addon } from "../../pipeline/addon.ts";
 import type { Flow } from "../../pipeline/flow.ts";
 import type { NewEntry } from "../../store/types.ts";
 import type { CaptureControl } from "./control.ts";
+import { harMeasure } from "./har-measure.ts";
 
 export interface EntrySink {
   add(e: NewEntry): number;
@@ -113,6 +114,7 @@ export function toEntry(flow: Flow, label: string): NewEntry {
     error: flow.error ?? undefined,
     extra,
     reason: res && res.reason ? res.reason : undefined,
+    har: harMeasure(flow),
   };
 }
 

@@ -24,6 +24,7 @@ export const TrafficQuery = t.Object({
   has_error: t.Optional(t.BooleanString({ description: "true: status >= 400 only; false: status < 400 only", error: "expected true or false" })),
   since_id: Int("only entries with id > since_id; switches the default order to oldest first"),
   since: Int("only entries with timestamp >= since (ms since epoch)"),
+  client: t.Optional(t.String({ description: "extension: exact client label (client_addr: process name or remote IP)" })),
   order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "extension: id order; default desc (newest first), asc when since_id is given", error: "expected asc or desc" })),
 });
 
@@ -43,7 +44,7 @@ export function toListQuery(url: string, query: Record<string, unknown>): ListQu
     if (typeof raw !== "string" || !/^[0-9]+$/.test(raw)) throw badRequest(`invalid query parameter '${name}': expected a non-negative integer, got ${JSON.stringify(raw)}`);
     q[name] = Number(raw);
   }
-  for (const name of ["host", "method", "path", "search"] as const) if (typeof query[name] === "string") q[name] = query[name];
+  for (const name of ["host", "method", "path", "search", "client"] as const) if (typeof query[name] === "string") q[name] = query[name];
   if (typeof query.has_error === "boolean") q.has_error = query.has_error;
   else if (query.has_error !== undefined) q.has_error = query.has_error === "true";
   if (query.order === "asc" || query.order === "desc") q.order = query.order;

@@ -14,6 +14,7 @@ export const WsConnectionSchema = t.Object(
     framesSeen: t.Integer({ description: "extension: every frame observed, including evicted ones and ones seen while capture was off" }),
     compressed: t.Boolean({ description: "extension: permessage-deflate was negotiated" }),
     error: t.Union([t.String(), t.Null()], { description: "extension: why frame recording stopped (unparseable stream), else null" }),
+    imported: t.Optional(t.Boolean({ description: "extension: true on a record read from a HAR file (POST /traffic/import), absent otherwise" })),
   },
   { $id: "#/components/schemas/WebSocketConnection" },
 );

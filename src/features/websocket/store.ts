@@ -45,6 +45,8 @@ export interface WsConnectionView {
   framesSeen: number;
   compressed: boolean;
   error: string | null;
+  /** Extension: present (true) on a record read from a HAR file rather than observed. */
+  imported?: boolean;
 }
 
 /** What a stored frame counts against the per-connection byte limit: the payload bytes its preview covers. */
@@ -62,6 +64,8 @@ export class WsConnection {
   error: string | null = null;
   /** Set once the store dropped this record; its tap then stops observing. */
   evicted = false;
+  /** A record read from a HAR file (WsStore.importConnection) rather than observed. */
+  imported = false;
   private frames: WsFrameRecord[] = [];
   private head = 0;
   /** Sum of `frameCost` over the stored frames. */
@@ -136,6 +140,7 @@ export class WsConnection {
       framesSeen: this.framesSeen,
       compressed: this.compressed,
       error: this.error,
+      ...(this.imported ? { imported: true } : {}),
     };
   }
 }
@@ -158,6 +163,21 @@ export class WsStore {
       old.evicted = true;
       old.clear();
     }
+    return c;
+  }
+
+  /**
+   * A closed connection read from a HAR file: its frames in the order given (the usual limits apply), its logId the
+   * imported handshake entry, closed at its last frame (or when it opened).
+   */
+  importConnection(url: string, logId: number, openedTs: number, frames: readonly WsFrameRecord[]): WsConnection {
+    const c = this.open(url, () => logId, false, openedTs);
+    c.imported = true;
+    for (const f of frames) {
+      c.framesSeen++;
+      c.add(f);
+    }
+    c.markClosed(frames.length ? Math.max(openedTs, frames[frames.length - 1]!.ts) : openedTs);
     return c;
   }
 
