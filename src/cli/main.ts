@@ -7,6 +7,7 @@ import { caCommand } from "./commands/ca.ts";
 import { completionCommand } from "./commands/completion.ts";
 import { envCommand } from "./commands/env.ts";
 import { runCommand } from "./commands/run.ts";
+import { openCommand } from "./commands/open.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
 import { stopCommand } from "./commands/stop.ts";
@@ -33,6 +34,7 @@ export const COMMANDS: Command[] = [
   startCommand,
   statusCommand,
   stopCommand,
+  openCommand,
   envCommand,
   runCommand,
   trafficCommand,

@@ -63,6 +63,7 @@ const summaryFields = {
   client_addr: t.String(),
   has_response: t.Boolean(),
   error: t.Optional(t.String()),
+  res_body_size: t.Optional(t.Integer({ description: "extension: true size of the response body on the wire" })),
 };
 
 export const EntrySummary = t.Object(summaryFields, { additionalProperties: true });
