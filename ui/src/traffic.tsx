@@ -180,12 +180,16 @@ export function TrafficView(props: { trafficTick: number }) {
     for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1) / PAGE); p++) if (p * PAGE < total) loadPage(p);
   }, [first, last, total, loadPage]);
 
+  // the key handler reads these refs: keys pressed faster than the page re-renders still act on the latest selection
+  const selRef = useRef({ index: -1, id: null as number | null });
+  selRef.current = { index: selected, id: selectedId };
   const select = (i: number) => {
     if (total === 0) return;
     const idx = Math.max(0, Math.min(total - 1, i));
     setSelected(idx);
     const row = rowAt(idx);
     setSelectedId(row ? row.id : null);
+    selRef.current = { index: idx, id: row ? row.id : null };
     const el = listRef.current;
     if (el) {
       if (idx * ROW < el.scrollTop) el.scrollTop = idx * ROW;
@@ -205,6 +209,7 @@ export function TrafficView(props: { trafficTick: number }) {
   const onKey = (e: KeyboardEvent) => {
     const pageRows = Math.max(1, Math.floor(height / ROW) - 1);
     const k = e.key;
+    const { index: selected, id: selectedId } = selRef.current;
     let handled = true;
     if (k === "ArrowDown" || k === "j") select(selected + 1);
     else if (k === "ArrowUp" || k === "k") select(selected < 0 ? total - 1 : selected - 1);
@@ -297,7 +302,7 @@ export function TrafficView(props: { trafficTick: number }) {
         <span class="muted" data-testid="total">
           {total.toLocaleString()} entries
         </span>
-        <button type="button" disabled={marked.length !== 2} onClick={() => setDiff([marked[0]!, marked[1]!])} title="mark two entries with Space or Ctrl-click">
+        <button type="button" disabled={marked.length !== 2} onClick={() => setDiff([Math.min(marked[0]!, marked[1]!), Math.max(marked[0]!, marked[1]!)])} title="mark two entries with Space or Ctrl-click">
           Diff {marked.length}/2
         </button>
         <button

@@ -28,6 +28,7 @@ export function indexHtml(version: string): string {
 <meta name="color-scheme" content="light dark">
 <meta name="referrer" content="no-referrer">
 <title>tapwire ${version.replace(/[<>&"]/g, "")}</title>
+<link rel="icon" href="/ui/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/ui/app.css">
 <script type="module" src="/ui/app.js"></script>
 </head>

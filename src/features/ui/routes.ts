@@ -18,6 +18,10 @@ const SECURITY_HEADERS = {
   "cache-control": "no-store",
 };
 
+const FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2563eb"/>' +
+  '<path d="M3 5h10M8 5v8" stroke="#fff" stroke-width="2" stroke-linecap="round"/></svg>';
+
 const asset = (body: string, type: string) => new Response(body, { headers: { "content-type": type, ...SECURITY_HEADERS } });
 
 /**
@@ -36,6 +40,7 @@ export function uiRoutes(version: string) {
     .get("/ui/index.html", () => asset(indexHtml(version), "text/html; charset=utf-8"), { detail })
     .get("/ui/app.js", async () => asset((await uiBundle()).js, "text/javascript; charset=utf-8"), { detail })
     .get("/ui/app.css", async () => asset((await uiBundle()).css, "text/css; charset=utf-8"), { detail })
+    .get("/ui/favicon.svg", () => asset(FAVICON, "image/svg+xml"), { detail })
     .get("/ui/*", () => {
       throw notFound("no such UI asset");
     }, { detail });
