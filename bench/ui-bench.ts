@@ -18,6 +18,12 @@ import { DEFAULTS } from "../src/service/config.ts";
 import { TapwireService } from "../src/service/service.ts";
 import type { NewEntry } from "../src/store/types.ts";
 
+// Page-side globals: the callbacks given to page.evaluate run in the browser (this tsconfig has no DOM library).
+// biome-ignore lint: browser objects are untyped here
+declare const document: any, window: any, requestAnimationFrame: any, MutationObserver: any, PerformanceObserver: any;
+type HTMLDivElement = any;
+type HTMLImageElement = any;
+
 const N = Number(process.argv[2] ?? 100_000);
 const REF = 1_000;
 const enc = new TextEncoder();
@@ -85,14 +91,14 @@ async function measure(port: number, token: string): Promise<Figures> {
       const w = window as unknown as { __firstRow: number | null; __loaf: number[] };
       w.__firstRow = null;
       w.__loaf = [];
-      new MutationObserver((_m, obs) => {
+      new MutationObserver((_m: unknown, obs: { disconnect(): void }) => {
         if (document.querySelector(".list .row[data-id]")) {
           w.__firstRow = performance.now();
           obs.disconnect();
         }
       }).observe(document, { childList: true, subtree: true });
       try {
-        new PerformanceObserver((l) => l.getEntries().forEach((e) => w.__loaf.push(e.duration))).observe({ type: "long-animation-frame", buffered: true });
+        new PerformanceObserver((l: { getEntries(): { duration: number }[] }) => l.getEntries().forEach((e) => w.__loaf.push(e.duration))).observe({ type: "long-animation-frame", buffered: true });
       } catch {}
     });
     await page.goto(`http://127.0.0.1:${port}/ui/#token=${token}`);

@@ -12,6 +12,12 @@ import { ROOT } from "../helpers/tapwire-process.ts";
 import { curl } from "../helpers/upstream.ts";
 import { launchBrowser, openUi } from "./browser.ts";
 
+// Page-side globals: the callbacks given to page.evaluate run in the browser (this tsconfig has no DOM library).
+// biome-ignore lint: browser objects are untyped here
+declare const document: any, window: any, requestAnimationFrame: any, MutationObserver: any, getComputedStyle: any;
+type HTMLDivElement = any;
+type HTMLImageElement = any;
+
 type Svc = Awaited<ReturnType<typeof startService>>;
 let svc: Svc;
 let browser: Browser;
@@ -286,7 +292,7 @@ describe("intercepts", () => {
     await page.getByTestId("breakpoint-form").getByLabel("breakpoint pattern").fill(`${base}/echo/pause*`);
     await page.getByTestId("breakpoint-form").getByRole("button", { name: "Add breakpoint" }).click();
     await page.locator(".plain-list li", { hasText: `${base}/echo/pause*` }).waitFor();
-    const bps = (await (await svc.call("/api/v1/breakpoints")).json()) as { pattern: string; intercept_request: boolean }[];
+    const bps = (await (await svc.call("/api/v1/breakpoints")).json()) as { pattern: string; intercept_request: boolean; intercept_response: boolean }[];
     expect(bps).toEqual([{ pattern: `${base}/echo/pause*`, intercept_request: true, intercept_response: false }]);
 
     const client = viaProxy([`${base}/echo/pause-me`, "-H", "X-Marker: original", "--data-binary", "original body"]);

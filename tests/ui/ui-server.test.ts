@@ -44,7 +44,7 @@ function eventReader(res: Response) {
   const evs: Ev[] = [];
   let buf = "";
   let ended = false;
-  let pending: Promise<ReadableStreamReadResult<string>> | null = null;
+  let pending: Promise<{ done: boolean; value?: string }> | null = null;
   return {
     evs,
     get ended() {

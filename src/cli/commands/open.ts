@@ -10,10 +10,10 @@ bar. When no opener is found, or with --print, the address is printed instead: i
 it anywhere others can read.
 
 options:
-  --print   print the address instead of opening it
-  --json    with --print: {"url": ...}
-${dataDirHelp(12)}
-  -h, --help  show this text
+  --print         print the address instead of opening it
+  --json          print {"url": ...} instead of opening it
+${dataDirHelp(18)}
+  -h, --help      show this text
 
 examples:
   tapwire open
@@ -40,11 +40,12 @@ export const openCommand: Command = {
     const { values } = parse(argv, OPTIONS, OPEN_USAGE);
     const client = connect(values, io);
     const url = `${client.baseUrl}/ui/#token=${encodeURIComponent(client.handshake.token)}`;
-    const cmd = values.print ? null : opener(process.platform, io.env);
+    const printOnly = !!(values.print || values.json);
+    const cmd = printOnly ? null : opener(process.platform, io.env);
     if (!cmd) {
       if (values.json) printJson(io, { url });
       else io.out(url);
-      if (!values.print) io.err("tapwire: no browser opener found (xdg-open, open, start); open the address above");
+      if (!printOnly) io.err("tapwire: no browser opener found (xdg-open, open, start); open the address above");
       return 0;
     }
     const p = Bun.spawn([...cmd, url], { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: io.env as Record<string, string> });
