@@ -110,7 +110,16 @@ export function TrafficView(props: { trafficTick: number }) {
     try {
       const r = await get<{ total: number }>("/traffic" + qs({ ...query, limit: 0 }));
       setError(null);
-      if (reset) {
+      // new entries but the same count: the store is at capacity and evicted the oldest, so every offset moved
+      if (!reset && r.total === totalRef.current && Object.keys(query).length === 1) {
+        // keep showing the old rows until the new pages are there (no flash of empty rows)
+        generation.current++;
+        stale.current = pages.current;
+        pages.current = new Map();
+        loading.current.clear();
+      } else if (reset) {
+        generation.current++;
+        stale.current = new Map();
         pages.current.clear();
         loading.current.clear();
       } else {
@@ -134,27 +143,36 @@ export function TrafficView(props: { trafficTick: number }) {
     if (props.trafficTick) void refreshTotal(false);
   }, [props.trafficTick]);
 
-  const loadPage = useCallback(
-    (p: number) => {
-      if (pages.current.has(p) || loading.current.has(p)) return;
-      loading.current.add(p);
-      const v = version;
-      get<{ items: Summary[] }>("/traffic" + qs({ ...query, limit: PAGE, offset: p * PAGE }))
-        .then((r) => {
-          loading.current.delete(p);
-          if (v !== version) return;
-          pages.current.set(p, r.items);
+  // bumped when the filters change or the list is reset: pages of an older generation are dropped
+  const generation = useRef(0);
+  const retries = useRef(new Map<number, number>());
+  const stale = useRef(new Map<number, Summary[]>());
+  const loadPage = (p: number) => {
+    if (pages.current.has(p) || loading.current.has(p)) return;
+    loading.current.add(p);
+    const gen = generation.current;
+    get<{ items: Summary[] }>("/traffic" + qs({ ...query, limit: PAGE, offset: p * PAGE }))
+      .then((r) => {
+        if (gen !== generation.current) return;
+        loading.current.delete(p);
+        // a short page read before newer entries arrived is read again (the next render asks for it)
+        const tries = retries.current.get(p) ?? 0;
+        if (r.items.length < PAGE && p * PAGE + r.items.length < totalRef.current && tries < 3) {
+          retries.current.set(p, tries + 1);
           force((x) => x + 1);
-        })
-        .catch((e) => {
-          loading.current.delete(p);
-          setError(e);
-        });
-    },
-    [query, version],
-  );
+          return;
+        }
+        retries.current.delete(p);
+        pages.current.set(p, r.items);
+        force((x) => x + 1);
+      })
+      .catch((e) => {
+        loading.current.delete(p);
+        setError(e);
+      });
+  };
 
-  const rowAt = (i: number): Summary | undefined => pages.current.get(Math.floor(i / PAGE))?.[i % PAGE];
+  const rowAt = (i: number): Summary | undefined => (pages.current.get(Math.floor(i / PAGE)) ?? stale.current.get(Math.floor(i / PAGE)))?.[i % PAGE];
 
   useLayoutEffect(() => {
     const el = listRef.current;
@@ -176,9 +194,10 @@ export function TrafficView(props: { trafficTick: number }) {
 
   const first = Math.max(0, Math.floor(scrollTop / ROW) - OVERSCAN);
   const last = Math.min(total, Math.ceil((scrollTop + height) / ROW) + OVERSCAN);
+  // every render: loadPage does nothing for pages that are there or on their way
   useEffect(() => {
     for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1) / PAGE); p++) if (p * PAGE < total) loadPage(p);
-  }, [first, last, total, loadPage]);
+  });
 
   // the key handler reads these refs: keys pressed faster than the page re-renders still act on the latest selection
   const selRef = useRef({ index: -1, id: null as number | null });
@@ -365,7 +384,11 @@ export function TrafficView(props: { trafficTick: number }) {
             onDelete={() => void removeEntry(selectedId)}
             onNew={(id) => {
               follow.current = true;
-              void refreshTotal(false).then(() => setSelectedId(id));
+              void refreshTotal(false).then(() => {
+                setSelectedId(id);
+                // oldest first: without filters the new entry is the last row
+                setSelected(Object.keys(query).length === 1 ? totalRef.current - 1 : -1);
+              });
             }}
             marked={marked.includes(selectedId)}
             onMark={() => toggleMark(selectedId)}
