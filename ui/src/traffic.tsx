@@ -48,6 +48,7 @@ const EMPTY: Filters = { host: "", method: "", status: "", path: "", search: "",
 export const ROW = 24;
 const PAGE = 500;
 const OVERSCAN = 12;
+const PREFETCH = 150;
 
 function pathOf(url: string): string {
   try {
@@ -196,7 +197,10 @@ export function TrafficView(props: { trafficTick: number }) {
   const last = Math.min(total, Math.ceil((scrollTop + height) / ROW) + OVERSCAN);
   // every render: loadPage does nothing for pages that are there or on their way
   useEffect(() => {
-    for (let p = Math.floor(first / PAGE); p <= Math.floor(Math.max(first, last - 1) / PAGE); p++) if (p * PAGE < total) loadPage(p);
+    // rows within PREFETCH of the view are fetched ahead, so scrolling rarely meets rows still loading
+    const from = Math.max(0, first - PREFETCH);
+    const to = Math.min(total, last + PREFETCH);
+    for (let p = Math.floor(from / PAGE); p <= Math.floor(Math.max(from, to - 1) / PAGE); p++) if (p * PAGE < total) loadPage(p);
   });
 
   // the key handler reads these refs: keys pressed faster than the page re-renders still act on the latest selection
