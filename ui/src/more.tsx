@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks";
-import { API, authHeader, enc, get, post } from "./api.ts";
-import { BodyView, headerValue } from "./body.tsx";
+import { enc, get, post } from "./api.ts";
+import { BodyView, HeadersTable, headerValue } from "./body.tsx";
 import { ErrorBox, Json, Section, Tabs, useAction, useLoad } from "./common.tsx";
 
 /** Sessions (spec 4.8): live tabs and saved sessions, each with its entries. */
@@ -25,11 +25,6 @@ export function SessionsView() {
         <Section title="Saved sessions">
           <ErrorBox error={saved.error} />
           <ul class="plain-list">{list(saved.data).map((s) => row(s, "/session-tabs/saved"))}</ul>
-          {!saved.error && (
-            <a class="button" href="#" onClick={(e) => (e.preventDefault(), void downloadHar())}>
-              Export all traffic as HAR
-            </a>
-          )}
         </Section>
       </div>
       <div class="detail">
@@ -42,17 +37,6 @@ export function SessionsView() {
       </div>
     </div>
   );
-}
-
-async function downloadHar(): Promise<void> {
-  const res = await fetch(`${API}/traffic/export/har`, { headers: authHeader() });
-  if (!res.ok) return alert(res.status === 404 ? "HAR export is not available in this build" : `HAR export failed: HTTP ${res.status}`);
-  const url = URL.createObjectURL(await res.blob());
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = "tapwire.har";
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 interface CollectionSummary {
@@ -83,7 +67,7 @@ export function ComposeView() {
   const [sel, setSel] = useState<string | null>(null);
   const col = useLoad(() => (sel ? get<{ requests?: ComposeRequest[]; folders?: Folder[]; environments?: { name: string }[] }>(`/compose/collections/${enc(sel)}`) : Promise.resolve(null)), [sel]);
   const [env, setEnv] = useState("");
-  const [res, setRes] = useState<{ status?: number; status_code?: number; headers?: unknown; body?: string; body_encoding?: string; duration_ms?: number } | null>(null);
+  const [res, setRes] = useState<{ status?: number | null; status_code?: number; headers?: unknown; body?: string; body_encoding?: string; duration_ms?: number; error?: string | null } | null>(null);
   const [run, error] = useAction();
   return (
     <div class="split">
@@ -127,7 +111,8 @@ export function ComposeView() {
         <ErrorBox error={col.error || error} />
         {res && (
           <Section title={`Response ${res.status_code ?? res.status ?? ""} · ${res.duration_ms ?? "?"} ms`}>
-            {Array.isArray(res.headers) && <Json value={res.headers} />}
+            {res.error && <div class="error-box">{res.error}</div>}
+            {Array.isArray(res.headers) && <HeadersTable headers={res.headers as [string, string][]} />}
             <BodyView body={res.body ?? ""} encoding={res.body_encoding ?? "utf8"} contentType={Array.isArray(res.headers) ? headerValue(res.headers as [string, string][], "content-type") : ""} />
           </Section>
         )}
