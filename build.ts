@@ -10,6 +10,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pkg from "./package.json" with { type: "json" };
+import { bundleUi } from "./ui/bundle.ts";
 
 const TARGETS = {
   "linux-x64": "bun-linux-x64",
@@ -49,6 +50,9 @@ mkdirSync(outdir, { recursive: true });
 const sha = await gitDescribe();
 const version = sha ? `${pkg.version}+${sha}` : pkg.version;
 
+// The web UI (ui/), bundled once and embedded in every binary as a constant (src/features/ui/assets.ts)
+const ui = await bundleUi();
+
 let failed = 0;
 for (const t of wanted) {
   const outfile = join(outdir, `tapwire-${t}${t.startsWith("windows") ? ".exe" : ""}`);
@@ -77,7 +81,7 @@ for (const t of wanted) {
     minify: true,
     sourcemap: "linked",
     bytecode: true,
-    define: { TAPWIRE_BUILD_VERSION: JSON.stringify(version) },
+    define: { TAPWIRE_BUILD_VERSION: JSON.stringify(version), TAPWIRE_UI_BUNDLE: JSON.stringify(ui) },
     // ssh2's optional native speed-up; ssh2 works without it (remote files, SFTP)
     external: ["cpu-features"],
   });

@@ -29,6 +29,8 @@ export function guardRequest(request: Request, opts: GuardOptions): Response | u
     return errorResponse(403, "forbidden_host", `Host header '${host}' is not allowed; use 127.0.0.1:${port}`);
   }
   if (PUBLIC_PATHS.has(url.pathname) && request.method === "GET") return undefined;
+  // the web UI's page and assets (src/features/ui): the page holds no data; it sends the token on every API call
+  if (request.method === "GET" && (url.pathname === "/ui" || url.pathname.startsWith("/ui/"))) return undefined;
   const auth = request.headers.get("authorization");
   if (!auth) return errorResponse(401, "unauthorized", "missing Authorization: Bearer <token> header (token is in api-handshake.json)");
   const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);

@@ -11,6 +11,7 @@ import { flowCommand } from "./commands/flow.ts";
 import { remoteCommand } from "./commands/remote.ts";
 import { harCommand } from "./commands/har.ts";
 import { runCommand } from "./commands/run.ts";
+import { openCommand } from "./commands/open.ts";
 import { startCommand } from "./commands/start.ts";
 import { statusCommand } from "./commands/status.ts";
 import { stopCommand } from "./commands/stop.ts";
@@ -37,6 +38,7 @@ export const COMMANDS: Command[] = [
   startCommand,
   statusCommand,
   stopCommand,
+  openCommand,
   envCommand,
   runCommand,
   trafficCommand,

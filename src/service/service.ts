@@ -20,6 +20,8 @@ import { Pipeline } from "../pipeline/pipeline.ts";
 import { CaptureStore } from "../store/capture-store.ts";
 import { replayEntry } from "../features/traffic/replay.ts";
 import { trafficRoutes } from "../features/traffic/routes.ts";
+import { webUi } from "../features/ui/feature.ts";
+import type { InterceptService } from "../features/breakpoints/intercepts.ts";
 import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -50,6 +52,7 @@ export class TapwireService {
   /** The Elysia app behind the API (tests enumerate its routes). */
   app!: ApiApp;
   private releaseLock: (() => void) | null = null;
+  private web: ReturnType<typeof webUi> | null = null;
   private stopping: Promise<void> | null = null;
   /** Resolves when the service has stopped (by signal, API or stop()). */
   readonly stopped: Promise<void>;
@@ -186,6 +189,11 @@ export class TapwireService {
       }),
       trafficRoutes({ store: this.store, replay: (e) => replayEntry(this.proxyCtx, this.captureAddon, e) }),
       ...this.features.flatMap((f) => f.routes ?? []),
+      ...(this.web = webUi({
+        version: this.version,
+        onStored: (l) => this.captureAddon.onStored(l),
+        onInterceptsChanged: (l) => this.feature<Feature & { intercepts: InterceptService }>("breakpoints").intercepts.onChange(l),
+      })).routes,
       adminRoutes(() => void this.stop()),
     ];
   }
@@ -197,6 +205,7 @@ export class TapwireService {
   }
 
   private async teardown(): Promise<void> {
+    this.web?.stop();
     for (const f of [...this.features].reverse()) {
       try {
         await f.stop?.();

@@ -69,7 +69,7 @@ const MAX_LIKE_PATTERN_BYTES = 40_000;
 type Param = string | number | null | Uint8Array;
 
 /** An entries row: the summary fields as SQLite returns them (booleans as 0/1, no optional fields). */
-type SummaryRow = Omit<EntrySummary, "has_response" | "error"> & { has_response: number; error: string | null };
+type SummaryRow = Omit<EntrySummary, "has_response" | "error"> & { has_response: number; error: string | null; res_size?: number | null };
 
 interface DetailRow extends SummaryRow {
   extra: string | null;
@@ -124,7 +124,9 @@ const RESERVED_DETAIL_KEYS = new Set([
 ]);
 
 const SUMMARY_COLUMNS =
-  "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error";
+  "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error, " +
+  // extension res_body_size (the web UI's size column): one primary-key look-up per listed row
+  "(SELECT res_size FROM bodies WHERE bodies.id = entries.id) AS res_size";
 
 function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
@@ -1020,5 +1022,6 @@ function toSummary(r: SummaryRow): EntrySummary {
     has_response: r.has_response === 1,
   };
   if (r.error !== null) s.error = r.error;
+  if (typeof r.res_size === "number") s.res_body_size = r.res_size;
   return s;
 }

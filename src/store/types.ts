@@ -108,6 +108,8 @@ export interface EntrySummary {
   has_response: boolean;
   /** extra: present only when the flow failed */
   error?: string;
+  /** extra: true size of the response body on the wire (absent when no body row was stored) */
+  res_body_size?: number;
 }
 
 /** Detail form (spec 2.3) plus extra fields. */

@@ -24,7 +24,8 @@ function allRoutes(): { method: string; path: string }[] {
 }
 
 describe("API frame: auth on every route", () => {
-  const PUBLIC = new Set(["GET /api/v1/health", "GET /api/v1/openapi.json", "GET /api/v1/docs"]);
+  // the web UI's page and assets carry no data (tests/ui/ui-server.test.ts checks them)
+  const PUBLIC = new Set(["GET /api/v1/health", "GET /api/v1/openapi.json", "GET /api/v1/docs", "GET /ui/", "GET /ui/index.html", "GET /ui/app.js", "GET /ui/app.css", "GET /ui/favicon.svg", "GET /ui/*"]);
 
   test("the app has routes to check (sanity)", () => {
     const r = allRoutes().map((x) => `${x.method} ${x.path}`);

@@ -13,6 +13,7 @@ const COMMANDS = [
   ["start"],
   ["status"],
   ["stop"],
+  ["open"],
   ["env"],
   ["run"],
   ["traffic"],
@@ -48,7 +49,7 @@ describe("--help", () => {
     for (const args of [["help"], ["--help"], ["-h"]]) {
       const r = await tw(args);
       expect(r.code).toBe(0);
-      for (const c of ["start", "status", "stop", "env", "run", "traffic", "api", "ca", "throttle", "har", "flow", "compose", "remote", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
+      for (const c of ["start", "status", "stop", "open", "env", "run", "traffic", "api", "ca", "throttle", "har", "flow", "compose", "remote", "mcp", "completion", "version"]) expect(r.out).toMatch(new RegExp(`^  ${c} `, "m"));
     }
   });
 

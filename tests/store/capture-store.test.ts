@@ -562,6 +562,7 @@ describe("detail", () => {
       timestamp: 1_700_000_000_123,
       client_addr: "Google Chrome",
       has_response: true,
+      res_body_size: gz.length,
     });
   });
 

@@ -34,6 +34,8 @@ export const startCommand: Command = {
       throw e;
     }
     started = true;
+    // the address without the token (stderr may go to a log); `tapwire open` adds it
+    io.err(`tapwire: web UI http://127.0.0.1:${service.apiPort}/ui/ (open it with 'tapwire open', which adds the token)`);
     if (stopRequested) void service.stop();
     await service.stopped;
     return 0;

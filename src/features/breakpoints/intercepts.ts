@@ -36,6 +36,7 @@ interface Held {
 /** A validated rewrite with its body already as bytes and its URL already parsed. */
 interface Change {
   abort: boolean;
+  method?: string;
   url?: { scheme: Scheme; host: string; port: number; path: string };
   status?: number;
   headers?: HeaderList;
@@ -51,6 +52,7 @@ export class InterceptService {
   private readonly held = new Map<string, Held>();
   private readonly byFlow = new WeakMap<Flow, Held>();
   private nextId = 1;
+  private readonly changeListeners = new Set<(count: number) => void>();
   /** Flows this service answered with an abort (their later hooks must not pause them again). */
   readonly aborted = new WeakSet<Flow>();
 
@@ -63,6 +65,16 @@ export class InterceptService {
 
   get size(): number {
     return this.held.size;
+  }
+
+  /** Be told the number of paused flows whenever a flow is paused or leaves the list; returns an unsubscribe. */
+  onChange(listener: (count: number) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  private changed(): void {
+    for (const l of this.changeListeners) l(this.held.size);
   }
 
   /** Pause `flow` at `phase`; the promise settles when the flow may go on (rewritten in place if asked). */
@@ -87,6 +99,7 @@ export class InterceptService {
       };
       this.held.set(id, h);
       this.byFlow.set(flow, h);
+      this.changed();
     });
   }
 
@@ -142,6 +155,7 @@ export class InterceptService {
     if (outcome === "timeout") h.flow.extra.intercept_timeout = true;
     if (outcome === "aborted") h.flow.extra.aborted = true;
     if (release) h.release();
+    this.changed();
   }
 }
 
@@ -181,6 +195,8 @@ function parseRewrite(phase: Phase, input: unknown): Change {
   const change: Change = { abort: rw.abort === true };
   if (phase === "request" && rw.status_code !== undefined) invalid("invalid body field 'status_code': applies only at the response phase");
   if (phase === "response" && rw.url !== undefined) invalid("invalid body field 'url': applies only at the request phase");
+  if (phase === "response" && rw.method !== undefined) invalid("invalid body field 'method': applies only at the request phase");
+  if (rw.method !== undefined) change.method = rw.method.toUpperCase();
   if (rw.body_encoding !== undefined && rw.body === undefined) invalid("invalid body field 'body_encoding': given without 'body'");
   if (rw.url !== undefined) change.url = parseTargetUrl(rw.url);
   if (rw.status_code !== undefined) change.status = rw.status_code;
@@ -215,6 +231,10 @@ function applyChange(flow: Flow, phase: Phase, c: Change): boolean {
   let rewritten = false;
   if (phase === "request") {
     const r = flow.request;
+    if (c.method !== undefined && c.method !== r.method) {
+      r.method = c.method;
+      rewritten = true;
+    }
     if (c.url) {
       const before = hostPort(r.scheme, r.host, r.port);
       r.scheme = c.url.scheme;

@@ -39,6 +39,7 @@ export const Rewrite = t.Object(
   {
     abort: t.Optional(t.Boolean({ description: "answer the client 502 (request phase: without contacting the upstream)" })),
     url: t.Optional(t.String({ minLength: 1, description: "request phase: new absolute http(s) URL" })),
+    method: t.Optional(t.String({ pattern: HEADER_NAME, description: "extension, request phase: new method (a token: GET, POST, PURGE...)" })),
     status_code: t.Optional(t.Integer({ minimum: 200, maximum: 599, description: "response phase: new status code" })),
     headers: t.Optional(t.Array(HeaderPair, { description: "replaces the whole header list ([name, value] pairs)" })),
     body: t.Optional(t.String({ description: "replaces the body; Content-Length is recomputed" })),

@@ -1,4 +1,5 @@
-import { Elysia, t, type DocumentDecoration } from "elysia";
+import { Elysia, t, type DocumentDecoration, type Static } from "elysia";
+import { Value } from "@sinclair/typebox/value";
 import { badRequest, checkQueryNames, notFound, UintString } from "../../api/errors.ts";
 import type { ListQuery } from "../../store/types.ts";
 import { diffEntries } from "./diff.ts";
@@ -63,6 +64,7 @@ const summaryFields = {
   client_addr: t.String(),
   has_response: t.Boolean(),
   error: t.Optional(t.String()),
+  res_body_size: t.Optional(t.Integer({ description: "extension: true size of the response body on the wire" })),
 };
 
 export const EntrySummary = t.Object(summaryFields, { additionalProperties: true });
@@ -101,6 +103,47 @@ const ReplaySchema = t.Object({
 });
 
 const IdParam = t.Object({ id: UintString("traffic entry id") });
+
+/** Extension: the changes of POST /traffic/{id}/edit-replay; every field is optional, unknown fields are a 400. */
+export const ReplayEdits = t.Object(
+  {
+    method: t.Optional(t.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", description: "the method to send" })),
+    url: t.Optional(t.String({ pattern: "^https?://[^\\s]+$", description: "absolute http(s) URL to send to" })),
+    headers: t.Optional(t.Array(t.Tuple([t.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" }), t.String({ pattern: "^[^\\r\\n\\u0000]*$" })]), { description: "replaces the whole header list" })),
+    body: t.Optional(t.String({ description: "replaces the body; Content-Length is recomputed" })),
+    body_encoding: t.Optional(t.Union([t.Literal("utf8"), t.Literal("base64")], { description: "how `body` is given (default utf8)" })),
+  },
+  { additionalProperties: false },
+);
+
+/** The entry as edit-replay sends it: the stored request with the caller's changes (the body checked first). */
+export function applyReplayEdits(e: EntryDetail, body: unknown): EntryDetail {
+  if (body === undefined) return e;
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid body: expected an object of changes {method?, url?, headers?, body?, body_encoding?}");
+  const err = Value.Errors(ReplayEdits, body).First();
+  if (err) {
+    const field = err.path.replace(/^\//, "").replace(/\//g, ".");
+    throw badRequest(field ? `invalid body field '${field}': ${err.message}` : `invalid body: ${err.message}`);
+  }
+  const b = body as Static<typeof ReplayEdits>;
+  if (b.body_encoding !== undefined && b.body === undefined) throw badRequest("invalid body field 'body_encoding': given without 'body'");
+  if (b.body_encoding === "base64" && (!/^[A-Za-z0-9+/]*={0,2}$/.test(b.body!) || b.body!.length % 4 !== 0)) throw badRequest("invalid body field 'body': not valid base64");
+  if (b.url !== undefined && !URL.canParse(b.url)) throw badRequest("invalid body field 'url': not a URL");
+  const out: EntryDetail = { ...e };
+  if (b.method !== undefined) out.method = b.method.toUpperCase();
+  if (b.url !== undefined) {
+    out.url = b.url;
+    // the Host header follows the new authority unless the caller gives the header list
+    if (b.headers === undefined) out.req_headers = e.req_headers.map(([n, v]) => [n, n.toLowerCase() === "host" ? new URL(b.url!).host : v] as [string, string]);
+  }
+  if (b.headers !== undefined) out.req_headers = b.headers.map(([n, v]) => [n, v] as [string, string]);
+  if (b.body !== undefined) {
+    out.req_body = b.body;
+    out.req_body_encoding = b.body_encoding ?? "utf8";
+    out.req_body_decoded_from = "";
+  }
+  return out;
+}
 
 /** The id of a path: digits only (the pattern is checked before the handler runs). */
 const idOf = (raw: string): number => Number(raw);
@@ -177,6 +220,19 @@ export function trafficRoutes(d: TrafficDeps) {
             required: false,
             content: { "application/json": { schema: { type: "object", additionalProperties: false, properties: {} } } },
           } as DocumentDecoration["requestBody"],
+        },
+      },
+    )
+    .post(
+      "/:id/edit-replay",
+      async ({ params, body }) => await d.replay(applyReplayEdits(await entry(idOf(params.id)), body)),
+      {
+        params: IdParam,
+        response: ReplaySchema,
+        detail: {
+          tags,
+          summary: "Extension: replay with changes (method, url, headers, body); answers like replay. The stored entry is not changed",
+          requestBody: { required: false, content: { "application/json": { schema: ReplayEdits } } } as DocumentDecoration["requestBody"],
         },
       },
     )
