@@ -87,6 +87,27 @@ export interface Command extends Subcommand {
   run(argv: string[], io: Io): Promise<number>;
 }
 
+/** A subcommand that runs (traffic list, flow run, ...). */
+export interface RunnableSubcommand extends Subcommand {
+  run(argv: string[], io: Io): Promise<number>;
+}
+
+/**
+ * The run() of a command made of subcommands: `--help`/`-h`/`help` prints the group's usage, a missing or unknown
+ * subcommand is a usage error naming it, anything else runs the subcommand with the remaining words.
+ */
+export function runSubcommand(group: string, usage: string, subcommands: readonly RunnableSubcommand[], argv: string[], io: Io): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === "--help" || sub === "-h" || sub === "help") {
+    io.out(usage);
+    return Promise.resolve(0);
+  }
+  if (sub === undefined) throw new UsageError("missing subcommand", usage);
+  const s = subcommands.find((x) => x.name === sub);
+  if (!s) throw new UsageError(`unknown ${group} command '${sub}'`, usage);
+  return s.run(rest, io);
+}
+
 export const HELP_OPTION = { help: { type: "boolean", short: "h" } } as const;
 export const DATA_DIR_OPTION = { "data-dir": { type: "string" } } as const;
 export const JSON_OPTION = { json: { type: "boolean" } } as const;

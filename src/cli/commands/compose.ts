@@ -8,7 +8,7 @@ import { TapwireService } from "../../service/service.ts";
 import { VERSION } from "../../version.ts";
 import { START_OPTIONS, startConfig, type StartValues } from "../args.ts";
 import { ApiClient, NotRunningError } from "../client.ts";
-import { CliFailure, UsageError, intFlag, parse, str, type Command, type Io, type Options, type Subcommand, type Values } from "../command.ts";
+import { CliFailure, UsageError, intFlag, parse, str, type Command, type Io, type Options, type Subcommand, type Values, runSubcommand } from "../command.ts";
 import { DataFileError, readDataFile, type DataRow } from "../data-file.ts";
 import { type FileReporter, type RunReport, type RunStep, runFailed, runStats, stepFailed, stepName, writeReports } from "../report/run-report.ts";
 import { CLEAR_LINE, progressLine, stepLines, summaryLines } from "../report/summary.ts";
@@ -358,15 +358,5 @@ export const composeCommand: Command = {
   usage: COMPOSE_USAGE,
   options: {} as Options,
   subcommands: SUBCOMMANDS,
-  async run(argv: string[], io: Io): Promise<number> {
-    const [sub, ...rest] = argv;
-    if (sub === "--help" || sub === "-h" || sub === "help") {
-      io.out(COMPOSE_USAGE);
-      return 0;
-    }
-    if (sub === undefined) throw new UsageError("missing subcommand", COMPOSE_USAGE);
-    const s = SUBCOMMANDS.find((x) => x.name === sub);
-    if (!s) throw new UsageError(`unknown compose command '${sub}'`, COMPOSE_USAGE);
-    return s.run(rest, io);
-  },
+  run: (argv: string[], io: Io) => runSubcommand("compose", COMPOSE_USAGE, SUBCOMMANDS, argv, io),
 };

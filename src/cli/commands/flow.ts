@@ -23,6 +23,7 @@ import {
   type Options,
   type Subcommand,
   type Values,
+  runSubcommand,
 } from "../command.ts";
 import { flowSuites } from "../report/flow-junit.ts";
 import { flowText } from "../report/flow-text.ts";
@@ -252,15 +253,5 @@ export const flowCommand: Command = {
   usage: FLOW_USAGE,
   options: {} as Options,
   subcommands: SUBCOMMANDS,
-  async run(argv: string[], io: Io): Promise<number> {
-    const [sub, ...rest] = argv;
-    if (sub === "--help" || sub === "-h" || sub === "help") {
-      io.out(FLOW_USAGE);
-      return 0;
-    }
-    if (sub === undefined) throw new UsageError("missing subcommand", FLOW_USAGE);
-    const s = SUBCOMMANDS.find((x) => x.name === sub);
-    if (!s) throw new UsageError(`unknown flow command '${sub}'`, FLOW_USAGE);
-    return s.run(rest, io);
-  },
+  run: (argv: string[], io: Io) => runSubcommand("flow", FLOW_USAGE, SUBCOMMANDS, argv, io),
 };

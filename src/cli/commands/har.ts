@@ -10,11 +10,11 @@ import {
   parse,
   printJson,
   str,
-  UsageError,
   type Command,
   type Io,
   type Options,
   type Subcommand,
+  runSubcommand,
 } from "../command.ts";
 import { apiErrorMessage, callJson, connect, queryString } from "../service-call.ts";
 import { FILTER_HELP, FILTER_OPTIONS, filterQuery } from "./traffic.ts";
@@ -207,15 +207,5 @@ export const harCommand: Command = {
   usage: HAR_USAGE,
   options: {} as Options,
   subcommands: SUBCOMMANDS,
-  async run(argv: string[], io: Io): Promise<number> {
-    const [sub, ...rest] = argv;
-    if (sub === "--help" || sub === "-h" || sub === "help") {
-      io.out(HAR_USAGE);
-      return 0;
-    }
-    if (sub === undefined) throw new UsageError("missing subcommand", HAR_USAGE);
-    const s = SUBCOMMANDS.find((x) => x.name === sub);
-    if (!s) throw new UsageError(`unknown har command '${sub}'`, HAR_USAGE);
-    return s.run(rest, io);
-  },
+  run: (argv: string[], io: Io) => runSubcommand("har", HAR_USAGE, SUBCOMMANDS, argv, io),
 };

@@ -23,6 +23,7 @@ import {
   type Options,
   type Subcommand,
   type Values,
+  runSubcommand,
 } from "../command.ts";
 import { apiErrorMessage, callJson, connect } from "../service-call.ts";
 
@@ -503,15 +504,5 @@ export const remoteCommand: Command = {
   options: {} as Options,
   subcommands: SUBCOMMANDS,
   values: { "data-dir": "dir" },
-  async run(argv: string[], io: Io): Promise<number> {
-    const [sub, ...rest] = argv;
-    if (sub === "--help" || sub === "-h" || sub === "help") {
-      io.out(REMOTE_USAGE);
-      return 0;
-    }
-    if (sub === undefined) throw new UsageError("missing subcommand", REMOTE_USAGE);
-    const s = SUBCOMMANDS.find((x) => x.name === sub);
-    if (!s) throw new UsageError(`unknown remote command '${sub}'`, REMOTE_USAGE);
-    return s.run(rest, io);
-  },
+  run: (argv: string[], io: Io) => runSubcommand("remote", REMOTE_USAGE, SUBCOMMANDS, argv, io),
 };

@@ -22,6 +22,7 @@ import {
   type Options,
   type Subcommand,
   type Values,
+  runSubcommand,
 } from "../command.ts";
 import { callJson, callText, connect, queryString } from "../service-call.ts";
 
@@ -411,15 +412,5 @@ export const trafficCommand: Command = {
   usage: TRAFFIC_USAGE,
   options: {} as Options,
   subcommands: SUBCOMMANDS,
-  async run(argv: string[], io: Io): Promise<number> {
-    const [sub, ...rest] = argv;
-    if (sub === "--help" || sub === "-h" || sub === "help") {
-      io.out(TRAFFIC_USAGE);
-      return 0;
-    }
-    if (sub === undefined) throw new UsageError("missing subcommand", TRAFFIC_USAGE);
-    const s = SUBCOMMANDS.find((x) => x.name === sub);
-    if (!s) throw new UsageError(`unknown traffic command '${sub}'`, TRAFFIC_USAGE);
-    return s.run(rest, io);
-  },
+  run: (argv: string[], io: Io) => runSubcommand("traffic", TRAFFIC_USAGE, SUBCOMMANDS, argv, io),
 };
