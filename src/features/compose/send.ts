@@ -1,6 +1,6 @@
 import type { HeaderList } from "../../core/http1/types.ts";
 import type { ProxyContext } from "../../core/proxy/context.ts";
-import { sendVirtual } from "../../core/proxy/virtual-client.ts";
+import { sendVirtual, type VirtualRequest } from "../../core/proxy/virtual-client.ts";
 import type { ClientInfo, Flow } from "../../pipeline/flow.ts";
 import { decodeBodyBytes } from "../../store/body-decode.ts";
 import type { ScriptRequest } from "../scripts/engine/types.ts";
@@ -219,34 +219,44 @@ function commitScopes(
 }
 
 /**
- * Sends the prepared request through the pipeline and fills `result`; answers the request as it went out (for
- * the test scripts), or null when it could not be sent (`result.error` says why).
+ * A prepared request as sendVirtual takes it (Host added unless given), with its parsed URL. Throws an Error
+ * saying what is wrong when the URL is not an http(s) URL or its host is an unresolved {{variable}} (which would
+ * only become a DNS failure). Shared by compose's send and the flow runner.
  */
-async function transmit(deps: SendDeps, p: PreparedRequest, result: SendResult): Promise<ScriptRequest | null> {
+export function virtualRequest(p: PreparedRequest): { url: URL; request: VirtualRequest } {
+  const unresolved = p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : "";
   let url: URL;
   try {
     url = new URL(p.url);
   } catch {
-    result.error = `'${p.url}' is not a valid URL${p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : ""}`;
-    return null;
+    throw new Error(`'${p.url}' is not a valid URL${unresolved}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    result.error = `only http and https URLs can be sent, not ${url.protocol}`;
-    return null;
-  }
-  // a host made of an unresolved reference would only become a DNS failure: say what is missing instead
-  if (/[{}]/.test(decodeURIComponent(url.hostname))) {
-    result.error = `the URL's host '${url.hostname}' is not resolved${p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : ""}`;
-    return null;
-  }
-  result.resolved_url = url.href;
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`only http and https URLs can be sent, not ${url.protocol}`);
+  if (/[{}]/.test(decodeURIComponent(url.hostname))) throw new Error(`the URL's host '${url.hostname}' is not resolved${unresolved}`);
   const scheme = url.protocol === "https:" ? "https" : "http";
   const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
   const port = url.port ? Number(url.port) : scheme === "https" ? 443 : 80;
   const headers: HeaderList = [];
   if (!p.headers.some(([n]) => n.toLowerCase() === "host")) headers.push(["Host", url.host]);
   headers.push(...p.headers);
-  const bytes = p.body ? new TextEncoder().encode(p.body) : null;
+  const body = p.body ? new TextEncoder().encode(p.body) : null;
+  return { url, request: { method: p.method, scheme, host, port, path: url.pathname + url.search, headers, body } };
+}
+
+/**
+ * Sends the prepared request through the pipeline and fills `result`; answers the request as it went out (for
+ * the test scripts), or null when it could not be sent (`result.error` says why).
+ */
+async function transmit(deps: SendDeps, p: PreparedRequest, result: SendResult): Promise<ScriptRequest | null> {
+  let url: URL;
+  let request: VirtualRequest;
+  try {
+    ({ url, request } = virtualRequest(p));
+  } catch (e) {
+    result.error = (e as Error).message;
+    return null;
+  }
+  result.resolved_url = url.href;
 
   const client: ClientInfo = { addr: "127.0.0.1", port: 0, label: Promise.resolve(COMPOSE_CLIENT_LABEL), resolvedLabel: COMPOSE_CLIENT_LABEL };
   let flow: Flow | null = null;
@@ -258,7 +268,7 @@ async function transmit(deps: SendDeps, p: PreparedRequest, result: SendResult):
   });
   const t0 = performance.now();
   try {
-    const res = await sendVirtual(deps.proxy(), { method: p.method, scheme, host, port, path: url.pathname + url.search, headers, body: bytes }, client, p.timeout);
+    const res = await sendVirtual(deps.proxy(), request, client, p.timeout);
     result.duration_ms = Math.round(performance.now() - t0);
     // capture runs right after the response's last byte: let its hook finish
     await new Promise((r) => setImmediate(r));
@@ -277,7 +287,7 @@ async function transmit(deps: SendDeps, p: PreparedRequest, result: SendResult):
       result.body = Buffer.from(d.bytes).toString("base64");
       result.body_encoding = "base64";
     }
-    return { method: p.method, url: url.href, headers, body: p.body };
+    return { method: p.method, url: url.href, headers: request.headers, body: p.body };
   } catch (e) {
     result.duration_ms = Math.round(performance.now() - t0);
     await new Promise((r) => setImmediate(r));

@@ -4,7 +4,7 @@ import { sendVirtual } from "../../core/proxy/virtual-client.ts";
 import type { ClientInfo, Flow as TrafficFlow } from "../../pipeline/flow.ts";
 import { decodeBodyBytes } from "../../store/body-decode.ts";
 import type { Auth, Collection, ComposeRequest, Folder } from "../compose/schema.ts";
-import { effectiveAuth, prepareRequest, type PreparedRequest } from "../compose/send.ts";
+import { effectiveAuth, prepareRequest, type PreparedRequest, virtualRequest } from "../compose/send.ts";
 import { DEFAULT_TIMEOUT_MS, type CollectionStore } from "../compose/store.ts";
 import { buildScopes, Resolver } from "../compose/variables.ts";
 import type { ScriptRequest, ScriptResponse } from "../scripts/engine/types.ts";
@@ -312,21 +312,7 @@ export class FlowRunner {
 
   /** Sends through the proxy from an in-process client labelled tapwire-flow (captured, rules apply). */
   private async send(p: PreparedRequest, step: StepReport, signal: AbortSignal): Promise<Exchange | null> {
-    let url: URL;
-    try {
-      url = new URL(p.url);
-    } catch {
-      throw new Error(`'${p.url}' is not a valid URL${p.unresolved.length ? ` (unresolved variables: ${p.unresolved.join(", ")})` : ""}`);
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`only http and https URLs can be sent, not ${url.protocol}`);
-    if (/[{}]/.test(decodeURIComponent(url.hostname))) throw new Error(`the URL's host '${url.hostname}' is not resolved (unresolved variables: ${p.unresolved.join(", ")})`);
-    const scheme = url.protocol === "https:" ? "https" : "http";
-    const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-    const port = url.port ? Number(url.port) : scheme === "https" ? 443 : 80;
-    const headers: HeaderList = [];
-    if (!p.headers.some(([n]) => n.toLowerCase() === "host")) headers.push(["Host", url.host]);
-    headers.push(...p.headers);
-    const body = p.body ? new TextEncoder().encode(p.body) : null;
+    const { url, request } = virtualRequest(p);
     const client: ClientInfo = { addr: "127.0.0.1", port: 0, label: Promise.resolve(FLOW_CLIENT_LABEL), resolvedLabel: FLOW_CLIENT_LABEL };
     let captured: TrafficFlow | null = null;
     let trafficId: number | null = null;
@@ -338,7 +324,7 @@ export class FlowRunner {
     });
     const t0 = performance.now();
     try {
-      const res = await sendVirtual(this.deps.proxy(), { method: p.method, scheme, host, port, path: url.pathname + url.search, headers, body }, client, p.timeout, signal);
+      const res = await sendVirtual(this.deps.proxy(), request, client, p.timeout, signal);
       const durationMs = Math.round(performance.now() - t0);
       // capture runs right after the response's last byte: let its hook finish
       await new Promise((r) => setImmediate(r));
