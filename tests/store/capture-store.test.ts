@@ -4,7 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as zlib from "node:zlib";
 import { decodeBody, MAX_DECODED_BYTES } from "../../src/store/body-decode.ts";
-import { ftsTable } from "../../src/store/capture-db.ts";
+import { ftsTable, SCHEMA_VERSION } from "../../src/store/capture-db.ts";
 import { CaptureStore, type CaptureStoreOptions, urlPath } from "../../src/store/capture-store.ts";
 import type { HeaderList, ListQuery, NewEntry } from "../../src/store/types.ts";
 import { tempDirs } from "../helpers/temp-dirs.ts";
@@ -1188,7 +1188,7 @@ describe("eviction", () => {
     const check = new Database(path, { readonly: true });
     try {
       expect(check.query("SELECT name FROM sqlite_master WHERE name = 'entries_fts'").get()).toBeNull();
-      expect((check.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number }).value).toBe(2);
+      expect((check.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number }).value).toBe(SCHEMA_VERSION);
     } finally {
       check.close();
     }
