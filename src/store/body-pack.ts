@@ -70,6 +70,7 @@ export function unpackForApi(value: string | Uint8Array | null, z: number | null
  * character) and searched with Buffer.indexOf, with no string built.
  */
 export function bodyFinder(needle: string): (value: string | Uint8Array | null, z: number | null | undefined) => boolean {
+  const asTyped = Buffer.from(needle, "utf8");
   const lowered = Buffer.from(asciiLower(needle), "utf8");
   const hasLetters = /[a-zA-Z]/.test(needle);
   return (value, z) => {
@@ -77,6 +78,8 @@ export function bodyFinder(needle: string): (value: string | Uint8Array | null, 
     if (typeof value === "string") return asciiLower(value).includes(asciiLower(needle));
     const bytes = unpackBytes(value, z);
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    // most hits have the case the user typed: found without lower-casing the body
+    if (buf.indexOf(asTyped) >= 0) return true;
     if (hasLetters) {
       // a fresh buffer when decompressed; a stored one is copied first (never changed in place)
       const b = z === Z_ZSTD ? buf : Buffer.from(buf);
@@ -86,7 +89,7 @@ export function bodyFinder(needle: string): (value: string | Uint8Array | null, 
       }
       return b.indexOf(lowered) >= 0;
     }
-    return buf.indexOf(lowered) >= 0;
+    return false;
   };
 }
 
