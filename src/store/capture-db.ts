@@ -320,6 +320,7 @@ export class CaptureWriter {
          ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`,
       );
     })();
+    this.initHosts(db);
     this.hasFts = this.initSearchIndex(db);
     this.indexedUpto = this.hasFts ? (this.meta("fts_indexed_upto", db) ?? 0) : 0;
   }
@@ -336,6 +337,32 @@ export class CaptureWriter {
     if (!cols.has("res_z")) db.run("ALTER TABLE bodies ADD COLUMN res_z INTEGER NOT NULL DEFAULT 0");
     db.run(`INSERT OR REPLACE INTO meta (key, value) SELECT 'entry_count', COUNT(*) FROM entries`);
     console.error(`capture store: database migrated from schema ${from} to ${SCHEMA_VERSION} in ${Math.round(performance.now() - t0)} ms`);
+  }
+
+  /**
+   * The host filter (a substring of the host) is answered from `hosts` (every stored host_lc with its number of
+   * entries, kept by the writer) and the index entries_host (host_lc, id): the matching hosts are found in the
+   * small table, then their entries by index seeks, instead of testing every entry. A database without the table
+   * gets it filled at open (one scan of the entries, logged).
+   */
+  private initHosts(db: Database): void {
+    const exists = db.query("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'hosts'").get() !== null;
+    if (exists) return;
+    const t0 = performance.now();
+    db.transaction(() => {
+      db.run("CREATE TABLE hosts (host_lc TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID");
+      db.run("CREATE INDEX IF NOT EXISTS entries_host ON entries (host_lc, id)");
+      db.run("INSERT INTO hosts (host_lc, n) SELECT host_lc, COUNT(*) FROM entries GROUP BY host_lc");
+    })();
+    const ms = performance.now() - t0;
+    if (ms > 100) console.error(`capture store: host index built in ${Math.round(ms)} ms`);
+  }
+
+  /** Adds `by` to the entry count of each host (removing hosts left with none). */
+  private countHosts(counts: Map<string, number>, sign: 1 | -1): void {
+    const up = this.db.query("INSERT INTO hosts (host_lc, n) VALUES (?, ?) ON CONFLICT (host_lc) DO UPDATE SET n = n + excluded.n");
+    for (const [h, n] of counts) up.run(h, sign * n);
+    if (sign < 0) this.db.run("DELETE FROM hosts WHERE n <= 0");
   }
 
   /** Sets up the search index (false: this SQLite lacks FTS5, trigram or contentless_delete: searches scan). */
@@ -524,6 +551,12 @@ export class CaptureWriter {
         insBody.run(...r.body);
       }
       this.stored += rows.length;
+      const hosts = new Map<string, number>();
+      for (const r of rows) {
+        const h = r.entry[5] as string;
+        hosts.set(h, (hosts.get(h) ?? 0) + 1);
+      }
+      this.countHosts(hosts, 1);
       if (ceiling > this.ceiling) this.writeCeiling(ceiling);
       this.setJournalUpto(journalUpto);
       if (this.stored > this.maxEntries) this.evictOldest(this.stored - this.maxEntries);
@@ -574,6 +607,8 @@ export class CaptureWriter {
   }
 
   private deleteUpTo(maxId: number): void {
+    const gone = this.db.query("SELECT host_lc AS h, COUNT(*) AS c FROM entries WHERE id <= ? GROUP BY host_lc").all(maxId) as { h: string; c: number }[];
+    this.countHosts(new Map(gone.map((g) => [g.h, g.c])), -1);
     const n = this.db.query("DELETE FROM entries WHERE id <= ?").run(maxId).changes;
     this.db.query("DELETE FROM details WHERE id <= ?").run(maxId);
     this.db.query("DELETE FROM bodies WHERE id <= ?").run(maxId);
@@ -601,8 +636,10 @@ export class CaptureWriter {
   delete(id: number): boolean {
     let n = 0;
     this.tx(() => {
+      const host = this.db.query("SELECT host_lc AS h FROM entries WHERE id = ?").get(id) as { h: string } | null;
       n = this.db.query("DELETE FROM entries WHERE id = ?").run(id).changes;
       if (n > 0) {
+        if (host) this.countHosts(new Map([[host.h, 1]]), -1);
         this.db.query("DELETE FROM details WHERE id = ?").run(id);
         this.db.query("DELETE FROM bodies WHERE id = ?").run(id);
         const g = this.hasFts && id <= this.indexedUpto ? this.gens.find((x) => x.firstId <= id && id <= x.lastId) : undefined;
@@ -621,6 +658,7 @@ export class CaptureWriter {
       this.db.run("DELETE FROM entries");
       this.db.run("DELETE FROM details");
       this.db.run("DELETE FROM bodies");
+      this.db.run("DELETE FROM hosts");
       if (this.hasFts) {
         for (const g of this.gens) this.db.run(`DROP TABLE IF EXISTS ${ftsTable(g.gen)}`);
         this.db.run("DELETE FROM fts_gens");

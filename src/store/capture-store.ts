@@ -780,7 +780,8 @@ export class CaptureStore {
     const conds: string[] = [];
     const params: Param[] = [];
     if (typeof q.host === "string" && q.host !== "") {
-      conds.push("instr(host_lc, ?) > 0");
+      // the matching hosts come from the small hosts table, their entries from entries_host (capture-db.ts)
+      conds.push("host_lc IN (SELECT host_lc FROM hosts WHERE instr(host_lc, ?) > 0)");
       params.push(q.host.toLowerCase());
     }
     if (typeof q.method === "string" && q.method !== "") {

@@ -115,6 +115,36 @@ describe("size bound", () => {
   }, 60_000);
 });
 
+describe("host filter", () => {
+  test("the host table keeps up with adds, eviction, delete and clear: host filters count what a scan counts", async () => {
+    const path = join(tempDir(), "capture.db");
+    const s = await mkStore(path, { maxEntries: 40, maxPending: 7 });
+    const hosts = ["a.example.com", "b.example.com", "API.Other.net", "c.example.com"];
+    for (let i = 0; i < 100; i++) s.add(entry(null, "text/plain", `https://${hosts[i % (i < 60 ? 4 : 2)]}/p/${i}`));
+    await s.flush();
+    expect(await s.delete(99)).toBe(true);
+    const db = new Database(path, { readonly: true });
+    const scan = (frag: string) =>
+      (db.query("SELECT COUNT(*) AS n FROM entries WHERE instr(host_lc, ?) > 0").get(frag.toLowerCase()) as { n: number }).n;
+    try {
+      for (const frag of ["a.example", "b.example", "other", "c.example", "example", "API", "zzz"]) {
+        expect((await s.list({ host: frag, limit: 0 })).total).toBe(scan(frag));
+      }
+      expect((await s.list({ host: "c.example", limit: 0 })).total).toBe(0); // evicted with the oldest
+      expect((await s.list({ host: "a.example", limit: 0 })).total).toBe(19);
+      const ids = (await s.list({ host: "b.example", limit: 500 })).items.map((e) => e.id);
+      expect(ids[0]).toBe(100);
+      expect(ids.every((id) => id > 60)).toBe(true);
+    } finally {
+      db.close();
+    }
+    await s.clear();
+    expect((await s.list({ host: "example", limit: 0 })).total).toBe(0);
+    s.add(entry(null, "text/plain", "https://a.example.com/again"));
+    expect((await s.list({ host: "a.example" })).items.map((e) => e.url)).toEqual(["https://a.example.com/again"]);
+  });
+});
+
 describe("compressed bodies", () => {
   test("large bodies are stored compressed and come back byte for byte; search finds text inside them", async () => {
     const path = join(tempDir(), "capture.db");
