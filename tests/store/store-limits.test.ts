@@ -57,7 +57,7 @@ describe("size bound", () => {
   test("a size-limited store evicts the oldest entries and stays under its limit", async () => {
     const path = join(tempDir(), "capture.db");
     const limit = 4 * 1024 * 1024;
-    // batches much smaller than the bound's margin (a twentieth): the file never has to grow past it
+    // batches much smaller than the bound's margin (a tenth): the file never has to grow past it
     const s = await mkStore(path, { maxStoreBytes: limit, maxPending: 8, busyWindowMs: 0 });
     const total = 1200;
     for (let i = 0; i < total; i++) {
