@@ -7,6 +7,10 @@
  *   search with an index backlog,
  * - the writer's own figures (batch transaction times, search indexing throughput).
  *
+ * - the process's RSS after the query mix (SQLite's page cache and memory map are bounded: capture-db.ts), the
+ *   database's size per entry, and the time to open the full store again (no scan that grows with the store),
+ * and ends with a line `RESULT {json}` (read by bench/all.ts).
+ *
  *   node_modules/.bin/bun bench/store-bench.ts [entries]
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
@@ -215,12 +219,15 @@ try {
   await store.waitIndexed();
   const indexedMs = (Bun.nanoseconds() - t0) / 1e6;
   const afterFill = await store.writerStatus();
+  // the generated entries are most of this process's memory: keep the 20,000 the later steps reuse
+  entries.length = 20_000;
 
   const lastId = (await store.list({ limit: 1 })).items[0]!.id;
   const hostFragments = ["api", "github", "example", "amazonaws", "stripe", "google", "slack", "localhost"];
   const statusRanges: [number, number][] = [[200, 299], [400, 499], [300, 399], [500, 599]];
 
-  await measure("first page, no filter", store, () => ({}));
+  const firstPage = await measure("first page, no filter", store, () => ({}));
+  const hostOnly = await measure("host filter only", store, (r) => ({ host: hostFragments[r % hostFragments.length] }));
   const filtered = await measure("filtered: host+method+status range", store, (r) => ({
     host: hostFragments[r % hostFragments.length],
     method: r % 3 === 0 ? "post" : "GET",
@@ -273,9 +280,18 @@ try {
 
   const ws = await store.writerStatus();
   const count = store.count();
+  Bun.gc(true);
+  const rssAfterQueries = process.memoryUsage().rss;
   if (store.lastFlushError) console.log(`!! the store reported: ${store.lastFlushError.message}`);
   await store.close();
   const size = statSync(dbPath).size;
+  // open again: the count comes from meta, nothing is scanned
+  const to = Bun.nanoseconds();
+  const reopened = await CaptureStore.open(dbPath, { maxEntries: N });
+  const firstAfterOpen = await reopened.list({ limit: 50 });
+  const reopenMs = (Bun.nanoseconds() - to) / 1e6;
+  if (firstAfterOpen.total !== count) console.log(`!! reopened store counts ${firstAfterOpen.total}, expected ${count}`);
+  await reopened.close();
 
   const w = Math.max(...rows.map((r) => r.name.length));
   console.log();
@@ -295,6 +311,21 @@ try {
   console.log(`goal filtered page p50 < 10 ms: ${filtered.p50.toFixed(2)} ms ${filtered.p50 < 10 ? "OK" : "MISSED"}`);
   console.log(`goal body search p50 < 50 ms (indexed): ${search.p50.toFixed(2)} ms ${search.p50 < 50 ? "OK" : "MISSED"}`);
   console.log(`body search with the backlog: p50 ${backlogSearch.p50.toFixed(2)} ms (slower, never wrong)`);
+  console.log(`RSS after the query mix ${(rssAfterQueries / 1048576).toFixed(0)} MiB (20,000 generated entries included); reopen + first page ${reopenMs.toFixed(0)} ms; disk ${(size / count).toFixed(0)} bytes/entry`);
+  const result = {
+    entries: count,
+    fill_per_s: Math.round(N / (fillMs / 1000)),
+    index_lag_s: (indexedMs - fillMs) / 1000,
+    first_page_p50_ms: firstPage.p50,
+    host_filter_p50_ms: hostOnly.p50,
+    filtered_p50_ms: filtered.p50,
+    search_p50_ms: search.p50,
+    stall_max_ms: st.maxGap,
+    rss_mib: rssAfterQueries / 1048576,
+    bytes_per_entry: size / count,
+    reopen_ms: reopenMs,
+  };
+  console.log(`RESULT ${JSON.stringify(result)}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -22,6 +22,7 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --api-port N              management API port on 127.0.0.1 (default 0: a random free port)
   --body-limit BYTES        captured copy of each body is capped here (default ${DEFAULTS.bodyLimit}; suffixes k, m)
   --max-entries N           capture store bound, oldest evicted (default ${DEFAULTS.maxEntries})
+  --max-store-size BYTES    capture database size bound, oldest evicted (default 2g; suffixes k, m, g)
   --upstream-insecure       do not verify upstream TLS certificates
   --upstream-ca FILE        also trust this PEM CA for upstream TLS (repeatable)
   --upstream-proxy URL      send upstream traffic through this HTTP proxy: http://[user:pass@]host:port
@@ -99,6 +100,7 @@ export const START_OPTIONS = {
   "api-port": { type: "string" },
   "body-limit": { type: "string" },
   "max-entries": { type: "string" },
+  "max-store-size": { type: "string" },
   "upstream-insecure": { type: "boolean" },
   "upstream-ca": { type: "string", multiple: true },
   "upstream-proxy": { type: "string" },
@@ -130,6 +132,7 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     listenHost: values["listen-host"] ?? DEFAULTS.listenHost,
     bodyLimit: int("body-limit", values["body-limit"], DEFAULTS.bodyLimit, 0),
     maxEntries: int("max-entries", values["max-entries"], DEFAULTS.maxEntries, 1),
+    maxStoreBytes: int("max-store-size", values["max-store-size"], DEFAULTS.maxStoreBytes, 1024 * 1024),
     upstreamInsecure: values["upstream-insecure"] ?? false,
     upstreamCa,
     upstreamProxy: values["upstream-proxy"] === undefined ? null : parseUpstreamProxy(values["upstream-proxy"]).url,

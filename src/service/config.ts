@@ -11,6 +11,8 @@ export interface ServiceConfig {
   bodyLimit: number;
   /** Capture store bound; oldest entries are evicted. Default 100,000. */
   maxEntries: number;
+  /** Size bound of the capture database in bytes; oldest entries are evicted. Default 2 GiB. Optional until set. */
+  maxStoreBytes?: number;
   /** Skip upstream TLS verification. */
   upstreamInsecure: boolean;
   /** Extra CA certificates (PEM files) trusted for upstream TLS, on top of the system roots. */
@@ -54,6 +56,7 @@ export const DEFAULTS = {
   listenHost: "127.0.0.1",
   bodyLimit: 1024 * 1024,
   maxEntries: 100_000,
+  maxStoreBytes: 2 * 1024 ** 3,
   interceptTimeoutSec: 300,
   connectTimeoutSec: 10,
   idleTimeoutSec: 60,

@@ -78,7 +78,7 @@ export class TapwireService {
       this.startedAt = Date.now();
       const db = prepareCaptureDb(dataDir);
       if (db.moved.length) this.log(`tapwire: moved ${db.moved.join(", ")} from ${dataDir} to ${dirname(db.path)}`);
-      this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries });
+      this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries, maxStoreBytes: this.config.maxStoreBytes });
       if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
       this.startProxy();
       for (const f of this.features) await f.start?.();

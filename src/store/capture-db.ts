@@ -22,18 +22,26 @@
 import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
 import { decodeBodyBytes, type DecodedBodyBytes } from "./body-decode.ts";
+import { packBody, unpackText, Z_NONE } from "./body-pack.ts";
 import type { WireRow, WriterStatus } from "./capture-protocol.ts";
 import type { DecodedBatch } from "./entry-codec.ts";
 import { STORED_BODIES_KEY, type HeaderList, type StoredBodies } from "./types.ts";
 
-/** 2: the search index may lag behind the entries (meta.fts_indexed_upto). */
-export const SCHEMA_VERSION = 2;
+/**
+ * 2: the search index may lag behind the entries (meta.fts_indexed_upto).
+ * 3: bodies may be stored compressed (bodies.req_z / res_z, body-pack.ts); meta.entry_count is kept exact, so an
+ *    open reads it instead of counting. A version 2 file is migrated at open (two ALTER TABLEs and one count: no
+ *    rewrite of the rows); its bodies stay uncompressed.
+ */
+export const SCHEMA_VERSION = 3;
 
 type Param = string | number | null | Uint8Array;
 
 /** About this many search index generations cover maxEntries. */
 const GENERATIONS = 4;
 const MIN_GEN_SIZE = 1000;
+/** With a size bound that holds few entries, generations may be this small. */
+const MIN_GEN_SIZE_BOUNDED = 50;
 
 /** A search index generation: an FTS5 table holding entries firstId..lastId (n of them were indexed). */
 interface Gen {
@@ -87,13 +95,21 @@ function isCorruptionError(e: unknown): boolean {
   return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT";
 }
 
-/** Connection settings shared by the writer and the readers. */
-export function tuneConnection(db: Database): void {
+/** Page cache of each connection (KiB): bounded, so the process's memory does not grow with the store. */
+const CACHE_KIB = 16 * 1024;
+/**
+ * The reader maps at most this much of the file: reads through the map are about twice as fast for body scans
+ * (search verification), and mapped pages count in the process's RSS, so it is bounded too. The writer does
+ * not map the file (it mostly appends; its reads are the index steps).
+ */
+export const READER_MMAP_BYTES = 64 * 1024 * 1024;
+
+/** Connection settings of the writer ("writer") and the readers ("reader"): bounded caches. */
+export function tuneConnection(db: Database, role: "writer" | "reader" = "reader"): void {
   db.run("PRAGMA busy_timeout = 5000");
   db.run("PRAGMA temp_store = MEMORY");
-  db.run("PRAGMA cache_size = -32768"); // 32 MiB
-  // reads through a memory map: about twice as fast for body scans (search verification); writes still use write()
-  db.run("PRAGMA mmap_size = 1073741824");
+  db.run(`PRAGMA cache_size = -${CACHE_KIB}`);
+  db.run(`PRAGMA mmap_size = ${role === "reader" ? READER_MMAP_BYTES : 0}`);
 }
 
 interface Row {
@@ -143,6 +159,8 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
   const resTrunc = stored ? stored.res_truncated === true : resRaw !== null && resRaw.length < resBodySize;
   const req = stored ? asStored(reqRaw, stored.req_encoding, stored.req_decoded_from) : decodeBodyBytes(reqRaw, reqHeaders, reqTrunc);
   const res = stored ? asStored(resRaw, stored.res_encoding, stored.res_decoded_from) : decodeBodyBytes(resRaw, resHeaders, resTrunc);
+  const reqPacked = packBody(req.encoding === "utf8" ? req.text : req.bytes);
+  const resPacked = packBody(res.encoding === "utf8" ? res.text : res.bytes);
   let extra: string | null = null;
   if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
   const u = str(url, "url");
@@ -167,16 +185,18 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
     detail: [id, JSON.stringify(reqHeaders), JSON.stringify(resHeaders), extra],
     body: [
       id,
-      req.encoding === "utf8" ? req.text : req.bytes,
+      reqPacked.value,
       req.encoding,
       reqBodySize,
       reqTrunc ? 1 : 0,
       req.decodedFrom,
-      res.encoding === "utf8" ? res.text : res.bytes,
+      reqPacked.z,
+      resPacked.value,
       res.encoding,
       resBodySize,
       resTrunc ? 1 : 0,
       res.decodedFrom,
+      resPacked.z,
     ],
   };
 }
@@ -189,6 +209,8 @@ export interface BatchResult {
 
 export interface WriterOptions {
   maxEntries: number;
+  /** Size bound of the database (pages in use, search index included): oldest entries are evicted above it. */
+  maxStoreBytes?: number;
   /** Highest id handed out by the main thread so far. */
   assigned: number;
   idReserve: number;
@@ -211,14 +233,17 @@ export class CaptureWriter {
   journalUpto = 0;
   private ceiling = 0;
   private readonly maxEntries: number;
-  /** Entries per search index generation. */
-  private readonly genSize: number;
+  private readonly maxStoreBytes: number;
+  /** Entries per search index generation (recomputed from the size bound as entries come: newGen). */
+  private genSize: number;
+  private pageSize = 4096;
   /** The search index generations, oldest first (mirror of fts_gens). */
   private gens: Gen[] = [];
-  readonly stats = { batches: 0, batchMsTotal: 0, batchMsMax: 0, indexSteps: 0, indexedRows: 0, indexMsTotal: 0, indexMsMax: 0 };
+  readonly stats = { batches: 0, batchMsTotal: 0, batchMsMax: 0, indexSteps: 0, indexedRows: 0, indexMsTotal: 0, indexMsMax: 0, evictions: 0 };
 
   constructor(dbPath: string, opts: WriterOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries));
+    this.maxStoreBytes = Math.max(1024 * 1024, Math.floor(opts.maxStoreBytes ?? Number.MAX_SAFE_INTEGER));
     this.genSize = Math.max(MIN_GEN_SIZE, Math.ceil(this.maxEntries / GENERATIONS));
     let db: Database | null = null;
     try {
@@ -242,10 +267,12 @@ export class CaptureWriter {
       this.init(db);
     }
     this.db = db;
-    const maxRow = db.query("SELECT MAX(id) AS m, COUNT(*) AS c FROM entries").get() as { m: number | null; c: number };
+    this.pageSize = (db.query("PRAGMA page_size").get() as { page_size: number }).page_size;
+    // MAX(id) is one seek; the count is kept in meta (no scan that grows with the store)
+    const maxRow = db.query("SELECT MAX(id) AS m FROM entries").get() as { m: number | null };
     const ceil = this.meta("id_ceiling") ?? 0;
     this.nextId = Math.max(maxRow.m ?? 0, ceil, opts.assigned) + 1;
-    this.stored = maxRow.c;
+    this.stored = this.meta("entry_count") ?? 0;
     this.maxId = Math.max(maxRow.m ?? 0, opts.assigned);
     this.journalUpto = this.meta("journal_upto") ?? 0;
     this.idReserve = Math.max(0, opts.idReserve);
@@ -263,7 +290,7 @@ export class CaptureWriter {
   private init(db: Database): void {
     db.run("PRAGMA journal_mode = WAL");
     db.run("PRAGMA synchronous = NORMAL");
-    tuneConnection(db);
+    tuneConnection(db, "writer");
     db.transaction(() => {
       db.run(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID`);
       db.run(`CREATE TABLE IF NOT EXISTS entries (
@@ -302,15 +329,59 @@ export class CaptureWriter {
         req_body, req_encoding TEXT NOT NULL, req_size INTEGER NOT NULL, req_truncated INTEGER NOT NULL,
         req_decoded_from TEXT NOT NULL,
         res_body, res_encoding TEXT NOT NULL, res_size INTEGER NOT NULL, res_truncated INTEGER NOT NULL,
-        res_decoded_from TEXT NOT NULL
+        res_decoded_from TEXT NOT NULL, req_z INTEGER NOT NULL DEFAULT 0, res_z INTEGER NOT NULL DEFAULT 0
       )`);
+      const version = (db.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number } | null)?.value;
+      if (version !== undefined && version < 3) this.migrateTo3(db, version);
+      else if (version === undefined) db.run(`INSERT OR IGNORE INTO meta (key, value) VALUES ('entry_count', 0)`);
       db.run(
         `INSERT INTO meta (key, value) VALUES ('schema_version', ${SCHEMA_VERSION})
          ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`,
       );
     })();
+    this.initHosts(db);
     this.hasFts = this.initSearchIndex(db);
     this.indexedUpto = this.hasFts ? (this.meta("fts_indexed_upto", db) ?? 0) : 0;
+  }
+
+  /**
+   * From version 1 or 2 (inside the schema transaction): the compression columns are added (no rewrite: SQLite
+   * adds a column with a default in place) and meta.entry_count, which older versions did not always keep, is
+   * counted once. Logged, since the count scans the table.
+   */
+  private migrateTo3(db: Database, from: number): void {
+    const t0 = performance.now();
+    const cols = new Set((db.query("PRAGMA table_info(bodies)").all() as { name: string }[]).map((c) => c.name));
+    if (!cols.has("req_z")) db.run("ALTER TABLE bodies ADD COLUMN req_z INTEGER NOT NULL DEFAULT 0");
+    if (!cols.has("res_z")) db.run("ALTER TABLE bodies ADD COLUMN res_z INTEGER NOT NULL DEFAULT 0");
+    db.run(`INSERT OR REPLACE INTO meta (key, value) SELECT 'entry_count', COUNT(*) FROM entries`);
+    console.error(`capture store: database migrated from schema ${from} to ${SCHEMA_VERSION} in ${Math.round(performance.now() - t0)} ms`);
+  }
+
+  /**
+   * The host filter (a substring of the host) is answered from `hosts` (every stored host_lc with its number of
+   * entries, kept by the writer) and the index entries_host (host_lc, id): the matching hosts are found in the
+   * small table, then their entries by index seeks, instead of testing every entry. A database without the table
+   * gets it filled at open (one scan of the entries, logged).
+   */
+  private initHosts(db: Database): void {
+    const exists = db.query("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'hosts'").get() !== null;
+    if (exists) return;
+    const t0 = performance.now();
+    db.transaction(() => {
+      db.run("CREATE TABLE hosts (host_lc TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID");
+      db.run("CREATE INDEX IF NOT EXISTS entries_host ON entries (host_lc, id)");
+      db.run("INSERT INTO hosts (host_lc, n) SELECT host_lc, COUNT(*) FROM entries GROUP BY host_lc");
+    })();
+    const ms = performance.now() - t0;
+    if (ms > 100) console.error(`capture store: host index built in ${Math.round(ms)} ms`);
+  }
+
+  /** Adds `by` to the entry count of each host (removing hosts left with none). */
+  private countHosts(counts: Map<string, number>, sign: 1 | -1): void {
+    const up = this.db.query("INSERT INTO hosts (host_lc, n) VALUES (?, ?) ON CONFLICT (host_lc) DO UPDATE SET n = n + excluded.n");
+    for (const [h, n] of counts) up.run(h, sign * n);
+    if (sign < 0) this.db.run("DELETE FROM hosts WHERE n <= 0");
   }
 
   /** Sets up the search index (false: this SQLite lacks FTS5, trigram or contentless_delete: searches scan). */
@@ -344,6 +415,18 @@ export class CaptureWriter {
   }
 
   /** Starts a new search index generation whose first entry is firstId. */
+  /**
+   * With a size bound, generations are cut from the number of entries that fit in it (at their current average
+   * size, search index included), not from maxEntries: a size bound that holds fewer entries still evicts whole
+   * generations, and never rewrites a big index.
+   */
+  private sizeGenerations(): void {
+    if (this.maxStoreBytes >= Number.MAX_SAFE_INTEGER || this.stored < 4 * MIN_GEN_SIZE_BOUNDED) return;
+    const fit = Math.floor((this.stored * this.maxStoreBytes) / Math.max(1, this.usedBytes()));
+    const floor = Math.min(MIN_GEN_SIZE, Math.max(MIN_GEN_SIZE_BOUNDED, Math.floor(fit / (2 * GENERATIONS))));
+    this.genSize = Math.max(floor, Math.ceil(Math.min(this.maxEntries, fit) / GENERATIONS));
+  }
+
   private newGen(firstId: number): Gen {
     const gen = (this.gens.length ? this.gens[this.gens.length - 1]!.gen : 0) + 1;
     createFtsTable(this.db, ftsTable(gen));
@@ -477,8 +560,8 @@ export class CaptureWriter {
     );
     const insDetail = db.query("INSERT INTO details (id, req_headers, res_headers, extra) VALUES (?,?,?,?)");
     const insBody = db.query(
-      `INSERT INTO bodies (id, req_body, req_encoding, req_size, req_truncated, req_decoded_from,
-        res_body, res_encoding, res_size, res_truncated, res_decoded_from) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+      `INSERT INTO bodies (id, req_body, req_encoding, req_size, req_truncated, req_decoded_from, req_z,
+        res_body, res_encoding, res_size, res_truncated, res_decoded_from, res_z) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
     );
     this.tx(() => {
       for (const r of rows) {
@@ -487,18 +570,66 @@ export class CaptureWriter {
         insBody.run(...r.body);
       }
       this.stored += rows.length;
+      const hosts = new Map<string, number>();
+      for (const r of rows) {
+        const h = r.entry[5] as string;
+        hosts.set(h, (hosts.get(h) ?? 0) + 1);
+      }
+      this.countHosts(hosts, 1);
       if (ceiling > this.ceiling) this.writeCeiling(ceiling);
       this.setJournalUpto(journalUpto);
-      if (this.stored > this.maxEntries) {
-        const excess = this.stored - this.maxEntries;
-        const cut = db.query("SELECT id FROM entries ORDER BY id ASC LIMIT 1 OFFSET ?").get(excess - 1) as { id: number } | null;
-        if (cut) this.deleteUpTo(cut.id);
-      }
+      if (this.stored > this.maxEntries) this.evictOldest(this.stored - this.maxEntries);
+      this.evictForSize();
       this.writeCount();
     });
   }
 
+  /** Evicts the n oldest entries. */
+  private evictOldest(n: number): void {
+    if (n <= 0) return;
+    const cut = this.db.query("SELECT id FROM entries ORDER BY id ASC LIMIT 1 OFFSET ?").get(n - 1) as { id: number } | null;
+    if (cut) this.deleteUpTo(cut.id);
+    else this.deleteUpTo(this.maxId);
+  }
+
+  /** Bytes of the database in use: its pages minus the free ones (O(1): both counts are in the file header). */
+  usedBytes(): number {
+    const pages = (this.db.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+    const free = (this.db.query("PRAGMA freelist_count").get() as { freelist_count: number }).freelist_count;
+    return (pages - free) * this.pageSize;
+  }
+
+  /**
+   * Above nine tenths of the size bound: the oldest entries go, as many as the average entry size says, down to
+   * 85% of it, so that eviction runs once in a while and not at every batch. The tenth left is the margin for
+   * what grows the file between two checks: a batch, an index step, and the search index's segment merges, which
+   * write the merged segment before freeing the old ones (a test with a 4 MiB bound and a twentieth of margin
+   * saw the file pass the bound by 16 KiB). The file only grows when no freed page is left. Freed pages are
+   * reused by the next inserts. Search index rows of evicted entries are tombstones until their generation is
+   * dropped, so a second round is made while that is still too much.
+   */
+  private evictForSize(): void {
+    if (this.maxStoreBytes >= Number.MAX_SAFE_INTEGER) return;
+    const high = this.maxStoreBytes * 0.9;
+    const low = this.maxStoreBytes * 0.85;
+    let used = this.usedBytes();
+    if (used <= high || this.stored === 0) return;
+    this.stats.evictions++;
+    this.evictOldest(Math.max(1, Math.ceil((used - low) / (used / this.stored))));
+    // still above: the search rows of the evicted entries are tombstones, freed when their generation goes:
+    // the rest of the oldest generation is evicted with it (oldest first still), then per entry again
+    for (let round = 0; round < 2 * GENERATIONS && this.stored > 0; round++) {
+      used = this.usedBytes();
+      if (used <= high) return;
+      const oldest = this.gens[0];
+      if (this.hasFts && oldest && this.gens.length > 1) this.deleteUpTo(oldest.lastId);
+      else this.evictOldest(Math.max(1, Math.ceil((used - low) / (used / this.stored))));
+    }
+  }
+
   private deleteUpTo(maxId: number): void {
+    const gone = this.db.query("SELECT host_lc AS h, COUNT(*) AS c FROM entries WHERE id <= ? GROUP BY host_lc").all(maxId) as { h: string; c: number }[];
+    this.countHosts(new Map(gone.map((g) => [g.h, g.c])), -1);
     const n = this.db.query("DELETE FROM entries WHERE id <= ?").run(maxId).changes;
     this.db.query("DELETE FROM details WHERE id <= ?").run(maxId);
     this.db.query("DELETE FROM bodies WHERE id <= ?").run(maxId);
@@ -526,8 +657,10 @@ export class CaptureWriter {
   delete(id: number): boolean {
     let n = 0;
     this.tx(() => {
+      const host = this.db.query("SELECT host_lc AS h FROM entries WHERE id = ?").get(id) as { h: string } | null;
       n = this.db.query("DELETE FROM entries WHERE id = ?").run(id).changes;
       if (n > 0) {
+        if (host) this.countHosts(new Map([[host.h, 1]]), -1);
         this.db.query("DELETE FROM details WHERE id = ?").run(id);
         this.db.query("DELETE FROM bodies WHERE id = ?").run(id);
         const g = this.hasFts && id <= this.indexedUpto ? this.gens.find((x) => x.firstId <= id && id <= x.lastId) : undefined;
@@ -546,6 +679,7 @@ export class CaptureWriter {
       this.db.run("DELETE FROM entries");
       this.db.run("DELETE FROM details");
       this.db.run("DELETE FROM bodies");
+      this.db.run("DELETE FROM hosts");
       if (this.hasFts) {
         for (const g of this.gens) this.db.run(`DROP TABLE IF EXISTS ${ftsTable(g.gen)}`);
         this.db.run("DELETE FROM fts_gens");
@@ -570,17 +704,25 @@ export class CaptureWriter {
   indexStep(budgetMs: number, maxRows: number): number {
     if (!this.backlog) return 0;
     const t0 = performance.now();
+    this.sizeGenerations();
     const db = this.db;
     let done = 0;
     this.tx(() => {
       const rows = db
         .query(
           `SELECT e.id AS id, e.url AS url,
-            CASE WHEN b.req_encoding = 'utf8' THEN b.req_body ELSE '' END AS req,
-            CASE WHEN b.res_encoding = 'utf8' THEN b.res_body ELSE '' END AS res
+            CASE WHEN b.req_encoding = 'utf8' THEN b.req_body ELSE '' END AS req, b.req_z AS reqZ,
+            CASE WHEN b.res_encoding = 'utf8' THEN b.res_body ELSE '' END AS res, b.res_z AS resZ
           FROM entries e LEFT JOIN bodies b ON b.id = e.id WHERE e.id > ? ORDER BY e.id LIMIT ?`,
         )
-        .all(this.indexedUpto, maxRows) as { id: number; url: string; req: string | null; res: string | null }[];
+        .all(this.indexedUpto, maxRows) as {
+        id: number;
+        url: string;
+        req: string | Uint8Array | null;
+        reqZ: number | null;
+        res: string | Uint8Array | null;
+        resZ: number | null;
+      }[];
       let last = this.indexedUpto;
       let g = this.gens[this.gens.length - 1];
       // statements naming a generation's table are not cached: the names change as generations come and go
@@ -594,7 +736,7 @@ export class CaptureWriter {
             g = this.newGen(r.id);
             ins = insertInto(g);
           }
-          ins.run(r.id, r.url, r.req ?? "", r.res ?? "");
+          ins.run(r.id, r.url, unpackText(r.req, r.reqZ ?? Z_NONE), unpackText(r.res, r.resZ ?? Z_NONE));
           g.n++;
           g.lastId = r.id;
           last = r.id;
@@ -607,6 +749,12 @@ export class CaptureWriter {
       if (g && done > 0) db.query("UPDATE fts_gens SET last_id = ?, n = ? WHERE gen = ?").run(g.lastId, g.n, g.gen);
       // every row up to maxId was seen when the last query returned fewer rows than asked and all were indexed
       this.setIndexedUpto(done === rows.length && rows.length < maxRows ? Math.max(last, this.maxId) : last);
+      // the index grows the database too
+      if (done > 0) {
+        const before = this.stored;
+        this.evictForSize();
+        if (this.stored !== before) this.writeCount();
+      }
     });
     const ms = performance.now() - t0;
     this.stats.indexSteps++;
@@ -617,7 +765,16 @@ export class CaptureWriter {
   }
 
   status(indexing: boolean): Omit<WriterStatus, "journalEntries" | "journalBytes"> {
-    return { hasFts: this.hasFts, indexedUpto: this.indexedUpto, maxId: this.maxId, stored: this.stored, indexing, generations: this.gens.length, ...this.stats };
+    return {
+      hasFts: this.hasFts,
+      indexedUpto: this.indexedUpto,
+      maxId: this.maxId,
+      stored: this.stored,
+      indexing,
+      generations: this.gens.length,
+      usedBytes: this.usedBytes(),
+      ...this.stats,
+    };
   }
 
   /** Writes the exact id ceiling and closes the database. */

@@ -34,6 +34,8 @@ export interface OpenRequest {
   t: "open";
   path: string;
   maxEntries: number;
+  /** Size bound of the database in bytes (capture-db.ts evictForSize). */
+  maxStoreBytes: number;
   /** Highest id the main thread has handed out (0 at first open): the id ceiling is written above it. */
   assigned: number;
   /** Ids reserved ahead in meta.id_ceiling, so that a crash never lets an id handed out be reused. */
@@ -129,4 +131,8 @@ export interface WriterStatus {
   indexedRows: number;
   indexMsTotal: number;
   indexMsMax: number;
+  /** Bytes of the database in use (pages minus free pages). */
+  usedBytes: number;
+  /** Times the size bound made the writer evict. */
+  evictions: number;
 }

@@ -21,6 +21,7 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { bodyFinder, unpackForApi } from "./body-pack.ts";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
 import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
@@ -32,6 +33,11 @@ export type { WriterStatus } from "./capture-protocol.ts";
 export interface CaptureStoreOptions {
   /** Oldest entries are evicted after a write when more are stored. Default 100_000. */
   maxEntries?: number;
+  /**
+   * Size bound of the database file in bytes (search index included; the WAL and the writer's journal are
+   * apart): oldest entries are evicted by the writer to stay under it. Default DEFAULT_MAX_STORE_BYTES (2 GiB).
+   */
+  maxStoreBytes?: number;
   /** Queued entries are posted to the writer at most this long after add(). Default 15. */
   flushIntervalMs?: number;
   /** Post at once (inside add) when this many entries are queued. Default 200. */
@@ -47,6 +53,7 @@ export interface CaptureStoreOptions {
   ringBytes?: number;
 }
 
+export const DEFAULT_MAX_STORE_BYTES = 2 * 1024 ** 3;
 export const LIST_LIMIT_DEFAULT = 50;
 export const LIST_LIMIT_MAX = 500;
 
@@ -85,7 +92,32 @@ interface DetailRow extends SummaryRow {
   res_size: number | null;
   res_truncated: number | null;
   res_decoded_from: string | null;
+  req_z: number | null;
+  res_z: number | null;
 }
+
+/** A stored body's text that SQL cannot read (compressed): checked here. */
+interface BodyRow {
+  req_body: string | Uint8Array | null;
+  req_encoding: string;
+  req_z: number;
+  res_body: string | Uint8Array | null;
+  res_encoding: string;
+  res_z: number;
+}
+
+/** A search's substring check, split between SQL (url and uncompressed bodies) and JavaScript (compressed ones). */
+interface SearchCheck {
+  /** True when the URL or an uncompressed text body holds the string (or the index alone decides). */
+  sql: string;
+  params: Param[];
+  /** The search string, for compressed bodies. */
+  needle: string;
+}
+
+/** An entry with a compressed text body: the SQL check cannot tell. */
+const UNDECIDED = `EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND
+  ((b.req_z <> 0 AND b.req_encoding = 'utf8') OR (b.res_z <> 0 AND b.res_encoding = 'utf8')))`;
 
 /** A batch posted to the writer and not acknowledged yet. */
 interface BatchInFlight {
@@ -132,13 +164,6 @@ function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
 }
 
-/** Stored body: TEXT for utf8 bodies, BLOB for base64 ones. */
-function bodyToString(body: string | Uint8Array | null): string {
-  if (body === null) return "";
-  if (typeof body === "string") return body;
-  return Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("base64");
-}
-
 function parseHeaders(json: string | null): HeaderList {
   if (json === null) return [];
   try {
@@ -164,6 +189,7 @@ export class CaptureStore {
   private readonly path: string;
   private readonly tempDir: string | null;
   private readonly maxEntries: number;
+  private readonly maxStoreBytes: number;
   private readonly flushIntervalMs: number;
   private readonly maxPending: number;
   private readonly busyWindowMs: number;
@@ -195,6 +221,8 @@ export class CaptureStore {
   private stored = 0;
   /** Entries dropped because the writer was far behind (or dead), since the last report. */
   private dropped = 0;
+  /** Entries dropped because the writer was far behind (or dead), since open. */
+  private droppedTotal = 0;
   private overloaded = false;
   private closed = false;
   private closing: Promise<void> | null = null;
@@ -205,6 +233,7 @@ export class CaptureStore {
 
   private constructor(dbPath: string, opts: CaptureStoreOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries ?? 100_000));
+    this.maxStoreBytes = Math.max(1024 * 1024, Math.floor(opts.maxStoreBytes ?? DEFAULT_MAX_STORE_BYTES));
     this.flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 15);
     this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
     this.indexing = opts.indexing ?? true;
@@ -234,7 +263,7 @@ export class CaptureStore {
       s.recoveredFrom = opened.recoveredFrom;
       s.hasFts = opened.hasFts;
       const reader = new Database(s.path, { readonly: true, strict: true });
-      tuneConnection(reader);
+      tuneConnection(reader, "reader");
       s.reader = reader;
     } catch (e) {
       s.closed = true;
@@ -286,6 +315,7 @@ export class CaptureStore {
         t: "open",
         path: this.path,
         maxEntries: this.maxEntries,
+        maxStoreBytes: this.maxStoreBytes,
         assigned: this.nextId - 1,
         idReserve: ID_RESERVE,
         indexing: this.indexing,
@@ -579,6 +609,7 @@ export class CaptureStore {
       (this.inflightBytes + this.pending.bytes > MAX_UNACKED_BYTES && this.inflightEntries + queued > 0)
     ) {
       this.dropped++;
+      this.droppedTotal++;
       if (!this.overloaded) {
         this.overloaded = true;
         this.lastFlushError = new Error("capture store: the writer is far behind; new entries are dropped until it catches up");
@@ -642,6 +673,14 @@ export class CaptureStore {
     // the queued entries that were dropped are settled too
     if (dropped > this.acked) this.acked = dropped;
     this.wakeAckWaiters();
+  }
+
+  /**
+   * Entries not stored since open because the writer was far behind (its queue is bounded: MAX_UNACKED_*) or
+   * gone: the queue's overflow, counted, never held.
+   */
+  get droppedCount(): number {
+    return this.droppedTotal;
   }
 
   /** Number of entries: stored ones (as of the writer's last answer) plus queued and in-flight ones. */
@@ -736,11 +775,15 @@ export class CaptureStore {
    * search index tables are, which come from fts_gens). `volatile`: the SQL names index generations, which come
    * and go: not worth keeping in the statement cache.
    */
-  private whereClause(db: Database, q: ListQuery): { sql: string; params: Param[]; filtered: boolean; volatile: boolean } {
+  private whereClause(
+    db: Database,
+    q: ListQuery,
+  ): { sql: string; params: Param[]; filtered: boolean; volatile: boolean; check: SearchCheck | null } {
     const conds: string[] = [];
     const params: Param[] = [];
     if (typeof q.host === "string" && q.host !== "") {
-      conds.push("instr(host_lc, ?) > 0");
+      // the matching hosts come from the small hosts table, their entries from entries_host (capture-db.ts)
+      conds.push("host_lc IN (SELECT host_lc FROM hosts WHERE instr(host_lc, ?) > 0)");
       params.push(q.host.toLowerCase());
     }
     if (typeof q.method === "string" && q.method !== "") {
@@ -784,10 +827,13 @@ export class CaptureStore {
       params.push(q.client);
     }
     let volatile = false;
+    let check: SearchCheck | null = null;
     if (typeof q.search === "string" && q.search !== "") {
-      volatile = this.searchCondition(db, q.search, conds, params);
+      const s = this.searchCondition(db, q.search, conds, params);
+      volatile = s.volatile;
+      check = s.check;
     }
-    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0, volatile };
+    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0 || check !== null, volatile, check };
   }
 
   /**
@@ -796,7 +842,7 @@ export class CaptureStore {
    * of the string), and every id above the index mark is a candidate too; the candidates are then checked for the
    * real substring. Shorter strings (and SQLite without FTS5) scan.
    */
-  private searchCondition(db: Database, search: string, conds: string[], params: Param[]): boolean {
+  private searchCondition(db: Database, search: string, conds: string[], params: Param[]): { volatile: boolean; check: SearchCheck } {
     const cps = [...search];
     let verify = true;
     let indexedUpto = 0;
@@ -834,26 +880,57 @@ export class CaptureStore {
     if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
       // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
       check = `(url LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND b.req_body LIKE ? ESCAPE '\\') OR
-        (b.res_encoding = 'utf8' AND b.res_body LIKE ? ESCAPE '\\'))))`;
+        (b.req_encoding = 'utf8' AND b.req_z = 0 AND b.req_body LIKE ? ESCAPE '\\') OR
+        (b.res_encoding = 'utf8' AND b.res_z = 0 AND b.res_body LIKE ? ESCAPE '\\'))))`;
       checkParams.push(pattern, pattern, pattern);
     } else {
       // LIKE refuses patterns over 50,000 bytes; same semantics, slower
       const needle = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
       check = `(instr(lower(url), ?) > 0 OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND instr(lower(b.req_body), ?) > 0) OR
-        (b.res_encoding = 'utf8' AND instr(lower(b.res_body), ?) > 0))))`;
+        (b.req_encoding = 'utf8' AND b.req_z = 0 AND instr(lower(b.req_body), ?) > 0) OR
+        (b.res_encoding = 'utf8' AND b.res_z = 0 AND instr(lower(b.res_body), ?) > 0))))`;
       checkParams.push(needle, needle, needle);
     }
-    if (verify) {
-      conds.push(check);
-      params.push(...checkParams);
-    } else {
-      // indexed candidates are exact; the unindexed ones are checked
-      conds.push(`(id <= ? OR ${check})`);
-      params.push(indexedUpto, ...checkParams);
+    const needle = search;
+    if (verify) return { volatile, check: { sql: check, params: checkParams, needle } };
+    // indexed candidates are exact; the unindexed ones are checked
+    return { volatile, check: { sql: `(id <= ? OR ${check})`, params: [indexedUpto, ...checkParams], needle } };
+  }
+
+  /**
+   * The ids (in `dir` order) of the entries matching the filters and the search: candidates are checked in SQL
+   * (URL, uncompressed bodies); those SQL cannot decide (compressed text bodies) are decompressed and checked here.
+   */
+  private searchIds(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string): number[] {
+    const sql = `SELECT id, ok FROM (SELECT id, ${w.check.sql} AS ok, ${UNDECIDED} AS u FROM entries ${w.sql})
+      WHERE ok OR u ORDER BY id ${dir}`;
+    const st = w.volatile ? db.prepare(sql) : db.query(sql);
+    let rows: [number, number][];
+    try {
+      // parameters bind in the order they appear: the check's (select list) come before the filters' (WHERE)
+      rows = st.values(...w.check.params, ...w.params) as [number, number][];
+    } finally {
+      if (w.volatile) st.finalize();
     }
-    return volatile;
+    const bodyOf = db.query("SELECT req_body, req_encoding, req_z, res_body, res_encoding, res_z FROM bodies WHERE id = ?");
+    const ids: number[] = [];
+    const holds = bodyFinder(w.check.needle);
+    for (const [id, ok] of rows) {
+      if (ok) {
+        ids.push(id);
+        continue;
+      }
+      const b = bodyOf.get(id) as BodyRow | null;
+      if (!b) continue;
+      // uncompressed ones were checked by SQL already; base64 (binary) bodies are never searched
+      if (
+        (b.req_z !== 0 && b.req_encoding === "utf8" && holds(b.req_body, b.req_z)) ||
+        (b.res_z !== 0 && b.res_encoding === "utf8" && holds(b.res_body, b.res_z))
+      ) {
+        ids.push(id);
+      }
+    }
+    return ids;
   }
 
   /**
@@ -885,6 +962,15 @@ export class CaptureStore {
           rows = db
             .query(`SELECT ${SUMMARY_COLUMNS} FROM entries ORDER BY id ${dir} LIMIT ? OFFSET ?`)
             .all(limit, offset) as SummaryRow[];
+        }
+      } else if (w.check) {
+        const ids = this.searchIds(db, { ...w, check: w.check }, dir);
+        total = ids.length;
+        const page = limit > 0 ? ids.slice(offset, offset + limit) : [];
+        if (page.length > 0) {
+          rows = db
+            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id ${dir}`)
+            .all(JSON.stringify(page)) as SummaryRow[];
         }
       } else {
         const stmt = (sql: string) => (w.volatile ? db.prepare(sql) : db.query(sql));
@@ -936,13 +1022,29 @@ export class CaptureStore {
       let left = opts.limit === undefined ? Infinity : Math.max(0, Math.floor(opts.limit));
       const upto = opts.upto ?? Number.MAX_SAFE_INTEGER;
       const PAGE = 200;
+      // a search is decided partly outside SQL (compressed bodies, searchIds): its ids are found once, up front
+      let searched: number[] | null = null;
+      if (typeof q.search === "string" && q.search !== "") {
+        searched = this.snapshotOn(conn, (db) => {
+          const w = this.whereClause(db, { ...q, since_id: cursor });
+          return w.check ? this.searchIds(db, { ...w, check: w.check }, "ASC").filter((id) => id <= upto) : null;
+        });
+      }
+      let at = 0;
       while (left > 0 && !this.closed) {
         const rows = this.snapshotOn(conn, (db) => {
-          const w = this.whereClause(db, { ...q, since_id: cursor });
-          const sql = `SELECT id FROM entries ${w.sql ? `${w.sql} AND` : "WHERE"} id <= ? ORDER BY id ASC LIMIT ? OFFSET ?`;
-          const stmt = db.prepare(sql);
-          const ids = (stmt.all(...w.params, upto, Math.min(PAGE, left), skip) as { id: number }[]).map((r) => r.id);
-          stmt.finalize();
+          let ids: number[];
+          if (searched) {
+            at += skip;
+            ids = searched.slice(at, at + Math.min(PAGE, left));
+            at += ids.length;
+          } else {
+            const w = this.whereClause(db, { ...q, since_id: cursor });
+            const sql = `SELECT id FROM entries ${w.sql ? `${w.sql} AND` : "WHERE"} id <= ? ORDER BY id ASC LIMIT ? OFFSET ?`;
+            const stmt = db.prepare(sql);
+            ids = (stmt.all(...w.params, upto, Math.min(PAGE, left), skip) as { id: number }[]).map((r) => r.id);
+            stmt.finalize();
+          }
           if (ids.length === 0) return [];
           return db.query(`${DETAIL_SELECT} WHERE e.id IN (${ids.map(() => "?").join(",")}) ORDER BY e.id`).all(...ids) as DetailRow[];
         });
@@ -972,8 +1074,8 @@ export class CaptureStore {
 
 const DETAIL_SELECT = `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
   e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
-  b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from,
-  b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from
+  b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from, b.req_z,
+  b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from, b.res_z
   FROM entries e LEFT JOIN details d ON d.id = e.id LEFT JOIN bodies b ON b.id = e.id`;
 
 function toDetail(row: DetailRow): EntryDetail {
@@ -989,9 +1091,9 @@ function toDetail(row: DetailRow): EntryDetail {
   const detail: EntryDetail = {
     ...toSummary(row),
     req_headers: parseHeaders(row.req_headers),
-    req_body: bodyToString(row.req_body),
+    req_body: unpackForApi(row.req_body, row.req_z, row.req_encoding),
     res_headers: parseHeaders(row.res_headers),
-    res_body: bodyToString(row.res_body),
+    res_body: unpackForApi(row.res_body, row.res_z, row.res_encoding),
     req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
     res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",
     req_body_size: row.req_size ?? 0,

@@ -8,7 +8,7 @@
  * CPU is the proxy's, so the journal is materialised:
  *   - at once when a reader waits ("hurry": list, get, flush, delete...),
  *   - when the traffic pauses (no batch for busyWindowMs),
- *   - and while the journal holds more than JOURNAL_MAX_BYTES, whatever the traffic.
+ *   - and while the journal holds more than journalMaxBytes, whatever the traffic.
  * When the journal holds more than maxEntries entries, the oldest records are skipped instead: the store would
  * evict them as soon as the newer ones were written. Materialising runs in steps of STEP_BUDGET_MS, so batches
  * keep being journaled meanwhile.
@@ -35,8 +35,8 @@ let busyWindowMs = 100;
 const BUSY_STEP_DELAY_MS = 25;
 /** Materialising works in steps of about this long (whole journal records). */
 const MATERIALIZE_STEP_MS = 20;
-/** Above this much journal, records are materialised even while traffic flows. */
-const JOURNAL_MAX_BYTES = 512 * 1024 * 1024;
+/** Above this much journal, records are materialised even while traffic flows (less with a small size bound: open). */
+let journalMaxBytes = 512 * 1024 * 1024;
 
 let writer: CaptureWriter | null = null;
 let journal: CaptureJournal | null = null;
@@ -156,7 +156,7 @@ function materializeSome(budgetMs: number): void {
 function wantMaterialize(): "now" | "later" | "no" {
   const j = journal;
   if (!writer || !j || j.queue.length === 0) return "no";
-  if (hurryUpto >= j.queue[0]!.firstId || j.bytes > JOURNAL_MAX_BYTES || !busy()) return "now";
+  if (hurryUpto >= j.queue[0]!.firstId || j.bytes > journalMaxBytes || !busy()) return "now";
   return "later";
 }
 
@@ -220,7 +220,9 @@ function indexStep(): void {
 function open(m: Extract<WriterRequest, { t: "open" }>): void {
   try {
     const j = CaptureJournal.open(`${m.path}.journal`);
-    const w = new CaptureWriter(m.path, { maxEntries: m.maxEntries, assigned: m.assigned, idReserve: m.idReserve });
+    const w = new CaptureWriter(m.path, { maxEntries: m.maxEntries, maxStoreBytes: m.maxStoreBytes, assigned: m.assigned, idReserve: m.idReserve });
+    // the journal is disk beside the bound: at most an eighth of it
+    journalMaxBytes = Math.max(1024 * 1024, Math.min(journalMaxBytes, Math.floor(m.maxStoreBytes / 8)));
     // ids found in the journal (and the ceilings reserved with them) are taken too
     w.raiseNextId(Math.max(j.maxId, j.maxCeiling) + 1);
     j.release(w.journalUpto);

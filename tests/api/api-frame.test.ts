@@ -93,7 +93,7 @@ describe("API frame: auth on every route", () => {
   });
 
   test("capture control: status, stop, start", async () => {
-    expect((await (await svc.call("/api/v1/capture/status")).json()) as any).toEqual({ capturing: true, entry_count: 0 });
+    expect((await (await svc.call("/api/v1/capture/status")).json()) as any).toEqual({ capturing: true, entry_count: 0, dropped: 0 });
     expect((await svc.call("/api/v1/capture/stop", { method: "POST" })).status).toBe(204);
     expect(((await (await svc.call("/api/v1/capture/status")).json()) as any).capturing).toBe(false);
     expect(((await (await fetch(svc.url("/api/v1/health"))).json()) as any).capturing).toBe(false);

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as zlib from "node:zlib";
 import { decodeBody, MAX_DECODED_BYTES } from "../../src/store/body-decode.ts";
-import { ftsTable } from "../../src/store/capture-db.ts";
+import { ftsTable, SCHEMA_VERSION } from "../../src/store/capture-db.ts";
 import { CaptureStore, type CaptureStoreOptions, urlPath } from "../../src/store/capture-store.ts";
 import type { HeaderList, ListQuery, NewEntry } from "../../src/store/types.ts";
 import { tempDirs } from "../helpers/temp-dirs.ts";
@@ -1189,7 +1189,7 @@ describe("eviction", () => {
     const check = new Database(path, { readonly: true });
     try {
       expect(check.query("SELECT name FROM sqlite_master WHERE name = 'entries_fts'").get()).toBeNull();
-      expect((check.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number }).value).toBe(2);
+      expect((check.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number }).value).toBe(SCHEMA_VERSION);
     } finally {
       check.close();
     }
@@ -1464,5 +1464,23 @@ process.kill(process.pid, "SIGKILL");
     }
     expect((await s.list({ search: "body of entry" })).total).toBe(k);
     expect(s.add(entry())).toBeGreaterThan(assigned); // ids handed out before the crash are not reused
+  });
+});
+
+describe("details(): the streamed export", () => {
+  test("a search filter holds for compressed bodies too (decided outside SQL), with offset and limit", async () => {
+    const s = await mkStore();
+    // bodies of several KiB are stored compressed; every third one carries the word searched for
+    const big = (i: number) => `{"i": ${i}, "pad": "${"lorem ipsum ".repeat(400)}", "tag": "${i % 3 === 0 ? "needle-word" : "hay"}"}`;
+    for (let i = 0; i < 30; i++) s.add(entry({ url: `https://api.example.com/items/${i}`, ...withResBody(big(i)) }));
+    const all: number[] = [];
+    for await (const d of s.details({ search: "needle-word" })) all.push(d.id);
+    expect(all).toEqual(Array.from({ length: 10 }, (_, k) => 1 + 3 * k));
+    const page: number[] = [];
+    for await (const d of s.details({ search: "needle-word" }, { offset: 2, limit: 3 })) page.push(d.id);
+    expect(page).toEqual([7, 10, 13]);
+    const none: number[] = [];
+    for await (const d of s.details({ search: "absent-word" })) none.push(d.id);
+    expect(none).toEqual([]);
   });
 });

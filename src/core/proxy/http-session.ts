@@ -1,6 +1,6 @@
 import type { Socket } from "bun";
 import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
-import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
+import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { F_CONNECTION, F_EXPECT, F_UPGRADE } from "../http1/fields.ts";
@@ -19,6 +19,16 @@ const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
 const CHUNKED: Framing = { kind: "chunked" };
+/** Chunks this large go out as size line, data and CRLF, without copying the data into a framed buffer. */
+const CHUNK_COPY_MAX = 8 * 1024;
+
+/** Writes one chunk of a chunked body (see CHUNK_COPY_MAX). False when the endpoint wants the sender to pause. */
+function writeChunk(ep: Endpoint, p: Uint8Array): boolean {
+  if (p.length < CHUNK_COPY_MAX) return ep.write(encodeChunk(p));
+  ep.write(chunkHeader(p.length));
+  ep.write(p);
+  return ep.write(CRLF);
+}
 
 type BodyDecoder = ChunkedDecoder | LengthDecoder;
 
@@ -394,7 +404,7 @@ export class HttpSession implements UpstreamOwner {
     for (const p of out.data) {
       if (flow.capture) flow.reqBody.add(p);
       this.reqBodyBytesSent += p.length;
-      ok = up.ep.write(this.reqChunkedOut ? encodeChunk(p) : p) && ok;
+      ok = (this.reqChunkedOut ? writeChunk(up.ep, p) : up.ep.write(p)) && ok;
     }
     if (out.done) {
       if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
@@ -798,7 +808,7 @@ export class HttpSession implements UpstreamOwner {
     for (const p of data) {
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+      ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
     }
     if (done) return this.responseComplete(flow);
     if (!ok) this.upstream?.ep.pause();
@@ -817,7 +827,7 @@ export class HttpSession implements UpstreamOwner {
     for (const p of held.concat(rest)) {
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+      ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
     }
     this.ep.uncork();
     if (done) return this.responseComplete(flow);

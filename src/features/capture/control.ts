@@ -15,4 +15,6 @@ export class CaptureControl {
 /** What the API needs from the capture store to count entries. */
 export interface EntryCounter {
   count(): number;
+  /** Entries the store could not keep up with and dropped since start (its write queue is bounded). */
+  readonly droppedCount: number;
 }
