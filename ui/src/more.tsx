@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { del, download, enc, get, post, postFile, qs } from "./api.ts";
 import { BodyView, formatSize, HeadersTable, headerValue } from "./body.tsx";
 import { ErrorBox, Json, Section, useAction, useLoad } from "./common.tsx";
@@ -199,7 +199,7 @@ export function SessionsView() {
                   ‹ Previous
                 </button>
                 <span class="muted">
-                  {offset + 1}–{Math.min(offset + PAGE_SIZE, entries.data.total)} of {entries.data.total}
+                  {entries.data.offset + 1}–{entries.data.offset + entries.data.items.length} of {entries.data.total}
                 </span>
                 <button disabled={offset + PAGE_SIZE >= entries.data.total} onClick={() => setOffset(offset + PAGE_SIZE)}>
                   Next ›
@@ -692,11 +692,15 @@ export function RemoteView() {
     const t = setTimeout(() => setTTick((x) => x + 1), 500);
     return () => clearTimeout(t);
   }, [active, transfers.data]);
-  const [wasActive, setWasActive] = useState(false);
+  // a transfer that has just finished (seen running or not) refreshes the folder shown and the connections' states
+  const finished = useRef<Set<string> | null>(null);
   useEffect(() => {
-    if (wasActive && !active) (setListTick((x) => x + 1), conns.reload());
-    setWasActive(active);
-  }, [active]);
+    if (!transfers.data) return;
+    const ids = new Set(list.filter((t) => !ACTIVE.has(t.state) && t.state !== "paused").map((t) => t.transferId));
+    const known = finished.current;
+    finished.current = ids;
+    if (known && [...ids].some((id) => !known.has(id))) (setListTick((x) => x + 1), conns.reload());
+  }, [transfers.data]);
   // the connection's state changes when it is first used
   useEffect(() => conns.reload(), [listing.data, listing.error]);
   const transfer = (what: "download" | "upload", body: Record<string, string>) =>
