@@ -109,6 +109,17 @@ async function api<T>(path: string, body?: unknown): Promise<T> {
 
 const viaProxy = (url: string) => curl(["--noproxy", "", "-sS", "-x", `http://127.0.0.1:${svc.proxyPort}`, url]);
 
+/** With TAPWIRE_UI_SHOTS=<folder>: screenshots of the view in both themes, to look at. */
+async function shots(name: string): Promise<void> {
+  const dir = process.env.TAPWIRE_UI_SHOTS;
+  if (!dir) return;
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ path: join(dir, `${name}-${scheme}.png`) });
+  }
+  await page.emulateMedia({ colorScheme: "light" });
+}
+
 async function show(view: string): Promise<void> {
   await page.click(`.top [data-tab=${view}]`);
 }
@@ -122,8 +133,7 @@ describe("sessions", () => {
     await form.getByRole("button", { name: "Create tab" }).click();
     await page.locator(".detail .section-head h3", { hasText: "Marked calls" }).waitFor();
     for (const p of ["/sess-marker/1", "/sess-marker/2", "/other"]) await viaProxy(base + p);
-    // the tab lists its count after a refresh, and its entries as a table
-    await page.getByRole("button", { name: "Refresh" }).first().click();
+    // the event stream brings the tab's new count and its entries (a table) without a refresh
     const tabRow = page.locator("[data-list=tabs] li", { hasText: "Marked calls" });
     await tabRow.filter({ hasText: "2 entries" }).waitFor();
     const rows = page.locator(".detail table.entries tbody tr");
@@ -147,6 +157,7 @@ describe("sessions", () => {
     expect(har.log.version).toBe("1.2");
     expect(har.log.entries.map((e) => e.request.url)).toEqual([`${base}/sess-marker/1`, `${base}/sess-marker/2`]);
     expect(har.log.entries.map((e) => e.response.status)).toEqual([200, 200]);
+    await shots("sessions");
 
     // import the file back: a new saved session with the same entries
     await page.getByLabel("import a HAR file").setInputFiles({ name: "reimported.har", mimeType: "application/json", buffer: readFileSync(file) });
@@ -231,6 +242,7 @@ describe("compose", () => {
     expect(await res.locator(".console").textContent()).toContain("[log] user {{user}}");
     expect(await res.textContent()).toContain("tok-1");
     expect(await res.locator(".compose-meta").textContent()).toContain(`${base}/login?user={{user}}`);
+    await shots("compose");
   });
 });
 
@@ -267,6 +279,7 @@ describe("flows", () => {
     expect(texts[2]).toContain("logged in");
     expect(await steps.nth(2).locator(".tests li.pass").count()).toBe(2);
     for (const row of await steps.all()) expect(await row.locator("td").nth(2).textContent()).toBe("passed");
+    await shots("flows");
   });
 
   test("a failing run shows failed and the assertion's message", async () => {
@@ -332,6 +345,7 @@ describe("remote files", () => {
     await page.locator(".remote h3", { hasText: "Transfers (running)" }).waitFor();
     await row.getByRole("button", { name: "pause" }).click();
     await page.locator(`${sel}[data-state=paused]`).waitFor();
+    await shots("remote");
     const gets = slowGets;
     await row.getByRole("button", { name: "resume" }).click();
     await page.locator(`${sel}[data-state=running]`, { hasText: "128.0 KB of 95.4 MB" }).waitFor({ timeout: 20_000 });

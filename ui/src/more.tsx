@@ -39,7 +39,7 @@ const PAGE_SIZE = 50;
 const inputValue = (e: Event) => (e.target as HTMLInputElement).value;
 
 /** Sessions (spec 4.8): live tabs and saved sessions (HAR files), their entries, save / export / import. */
-export function SessionsView() {
+export function SessionsView(props: { trafficTick?: number }) {
   const tabs = useLoad(() => get<{ tabs: SessionTab[] }>("/session-tabs"));
   const saved = useLoad(() => get<{ sessions: SavedSession[] }>("/session-tabs/saved"));
   const [open, setOpen] = useState<{ kind: "tab" | "saved"; id: string } | null>(null);
@@ -52,6 +52,19 @@ export function SessionsView() {
   const [saveName, setSaveName] = useState("");
   const reloadAll = () => (tabs.reload(), saved.reload(), setTick((x) => x + 1));
   const select = (kind: "tab" | "saved", id: string) => (setOpen({ kind, id }), setOffset(0), setSaveName(""));
+  // new traffic: the tabs' counts and the open tab's entries are read again, at most once a second
+  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
+  useEffect(() => {
+    if (!props.trafficTick || pending.current) return;
+    pending.current = setTimeout(() => {
+      pending.current = null;
+      tabs.reload();
+      if (openRef.current?.kind === "tab") setTick((x) => x + 1);
+    }, 1000);
+  }, [props.trafficTick]);
+  useEffect(() => () => clearTimeout(pending.current ?? undefined), []);
+  const openRef = useRef(open);
+  openRef.current = open;
   const tab = open?.kind === "tab" ? tabs.data?.tabs.find((t) => t.id === open.id) : undefined;
   const session = open?.kind === "saved" ? saved.data?.sessions.find((s) => s.id === open.id) : undefined;
 
@@ -831,7 +844,7 @@ export function RemoteView() {
                   {t.error && <div class="fail">{t.error.message}</div>}
                 </td>
                 <td>
-                  {t.connectionId}:{t.remotePath}
+                  {t.remotePath} <span class="muted">on {t.connectionId}</span>
                 </td>
                 <td>{t.localPath}</td>
                 <td>
