@@ -715,7 +715,9 @@ export function RemoteView() {
     if (known && [...ids].some((id) => !known.has(id))) (setListTick((x) => x + 1), conns.reload());
   }, [transfers.data]);
   // the connection's state changes when it is first used
-  useEffect(() => conns.reload(), [listing.data, listing.error]);
+  useEffect(() => {
+    if (conn) conns.reload();
+  }, [listing.data, listing.error]);
   const transfer = (what: "download" | "upload", body: Record<string, string>) =>
     run(async () => {
       const local = body.local_path!;
