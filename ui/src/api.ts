@@ -149,3 +149,42 @@ export function listen(on: EventHandler, onState: (live: boolean) => void): () =
     ctrl?.abort();
   };
 }
+
+/**
+ * Fetches `path` with the Authorization header and offers the answer as a file download through a `blob:` URL (the
+ * token never goes into a URL). Throws ApiError for a status >= 400.
+ */
+export async function download(path: string, fileName: string): Promise<number> {
+  const res = await fetch(API + path, { headers: authHeader() });
+  if (res.status === 401) onUnauthorized();
+  if (res.status >= 400) throw toApiError(res, await res.text());
+  const blob = await res.blob();
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = fileName;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return blob.size;
+}
+
+/** POSTs a file's bytes as they are (a HAR document to import), JSON answer. */
+export async function postFile<T>(path: string, file: Blob, type = "application/json"): Promise<T> {
+  const res = await fetch(API + path, { method: "POST", headers: { ...authHeader(), "content-type": type }, body: file });
+  if (res.status === 401) onUnauthorized();
+  const text = await res.text();
+  if (res.status >= 400) throw toApiError(res, text);
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+function toApiError(res: Response, text: string): ApiError {
+  let code = "http_" + res.status;
+  let message = text.slice(0, 300) || res.statusText;
+  try {
+    const j = JSON.parse(text) as { error?: { code?: string; message?: string } };
+    if (j.error) ({ code = code, message = message } = j.error);
+  } catch {}
+  return new ApiError(res.status, code, message);
+}

@@ -100,7 +100,7 @@ function App() {
         {view === "intercepts" && <InterceptsView tick={interceptTick} />}
         {view === "rules" && <RulesView />}
         {view === "websocket" && <WebSocketView />}
-        {view === "sessions" && <SessionsView />}
+        {view === "sessions" && <SessionsView trafficTick={trafficTick} />}
         {view === "compose" && <ComposeView />}
         {view === "flows" && <FlowsView />}
         {view === "remote" && <RemoteView />}

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, del, enc, errorText, get, post, qs } from "./api.ts";
+import { api, del, download, enc, errorText, get, post, qs } from "./api.ts";
 import { BodyView, formatSize, HeadersTable, headerValue } from "./body.tsx";
 import { ErrorBox, fmtTime, Tabs, useAction, useLoad } from "./common.tsx";
 
@@ -327,6 +327,20 @@ export function TrafficView(props: { trafficTick: number }) {
         </span>
         <button type="button" disabled={marked.length !== 2} onClick={() => setDiff([Math.min(marked[0]!, marked[1]!), Math.max(marked[0]!, marked[1]!)])} title="mark two entries with Space or Ctrl-click">
           Diff {marked.length}/2
+        </button>
+        <button
+          type="button"
+          title="the entries matching the filters as a HAR 1.2 file"
+          onClick={async () => {
+            const { order: _order, ...q } = query;
+            try {
+              await download("/traffic/export.har" + qs(q), "tapwire-traffic.har");
+            } catch (e) {
+              setError(e);
+            }
+          }}
+        >
+          Export HAR
         </button>
         <button
           type="button"
