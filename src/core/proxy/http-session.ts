@@ -331,6 +331,9 @@ export class HttpSession implements UpstreamOwner {
         this.reqState = "collect";
         const b = this.buf;
         this.buf = EMPTY;
+        // the client may have been paused while the header hooks ran (more than MAX_HELD arrived): the body is
+        // read now, so let it flow again
+        this.ep.resume();
         if (b.length) this.pushRequestBody(b);
         return;
       }
