@@ -22,7 +22,7 @@ import { replayEntry } from "../features/traffic/replay.ts";
 import { trafficRoutes } from "../features/traffic/routes.ts";
 import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
-import type { ServiceConfig } from "./config.ts";
+import { DEFAULTS, type ServiceConfig } from "./config.ts";
 import { ensureDataDir, prepareCaptureDb } from "./datadir.ts";
 import type { Feature, FeatureContext } from "./feature.ts";
 import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
@@ -142,7 +142,9 @@ export class TapwireService {
       maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),
       label: (addr, port) => labeler.resolve(addr, port, this.proxy?.port ?? 0),
       sessions: new Set(),
-      clientIdleSec: 120,
+      clientIdleSec: this.config.clientIdleTimeoutSec ?? DEFAULTS.clientIdleTimeoutSec,
+      clientHeaderSec: this.config.clientHeaderTimeoutSec ?? DEFAULTS.clientHeaderTimeoutSec,
+      maxConnections: this.config.maxConnections ?? DEFAULTS.maxConnections,
       webSocketOpened: wsFeatures.length ? (flow) => {
         for (const f of wsFeatures) {
           const tap = f.webSocketOpened!(flow);

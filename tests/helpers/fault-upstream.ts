@@ -80,10 +80,10 @@ export async function startFaultUpstream(): Promise<FaultUpstream> {
     sockets.add(sock);
     sock.on("close", () => sockets.delete(sock));
     sock.on("error", () => {});
-    let buf = Buffer.alloc(0);
+    let buf: Buffer = Buffer.alloc(0);
     let bodyLeft = 0;
     let busy = false;
-    const onData = (d: Buffer) => {
+    const onData = (d: Buffer): void => {
       buf = buf.length ? Buffer.concat([buf, d]) : d;
       pump();
     };

@@ -39,7 +39,7 @@ export function rawExchange(port: number, parts: Part[] | Part, opts: { until?: 
       resolve({ text: bytes.toString("latin1"), bytes, closedByServer, timedOut, ms: performance.now() - t0, error });
     };
     const timer = setTimeout(() => finish(true), opts.timeoutMs ?? 10_000);
-    sock.on("data", (d) => {
+    sock.on("data", (d: Buffer) => {
       chunks.push(d);
       text += d.toString("latin1");
       if (opts.until?.(text)) return finish(false);

@@ -110,7 +110,16 @@ export class HttpSession implements UpstreamOwner {
     socket.data = this;
     ctx.sessions.add(this);
     this.ep.onDrain = () => this.onClientWritable();
+    // a client that stops taking what it asked for is governed by its own timer, never the upstream's
+    this.ep.stallMs = ctx.clientIdleSec * 1000;
+    this.ep.onStall = () => this.onClientStalled();
     socket.timeout(ctx.clientIdleSec);
+  }
+
+  /** The client accepted none of the bytes waiting for it for --client-idle-timeout: close, record why. */
+  private onClientStalled(): void {
+    if (this.flow && !this.flow.error) this.flow.error = `client accepted nothing for ${this.ctx.clientIdleSec} s`;
+    this.destroy();
   }
 
   // ------------------------------------------------------------------ client socket events
@@ -392,7 +401,7 @@ export class HttpSession implements UpstreamOwner {
     }
     // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
     const up = this.upstream!;
-    if (up.idleSec) up.ep.socket.timeout(up.idleSec);
+    up.touch();
     let ok = true;
     for (const p of out.data) {
       if (flow.capture) flow.reqBody.add(p);
@@ -438,7 +447,7 @@ export class HttpSession implements UpstreamOwner {
       (e: UpstreamError) => {
         if (this.flow !== flow || this.mode === "closed") return;
         flow.error = e.message;
-        this.failWith502(flow, e.message);
+        this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
       },
     );
   }
@@ -483,6 +492,8 @@ export class HttpSession implements UpstreamOwner {
       conn.ep.write(head);
       this.reqState = "done";
     }
+    // the silence clock runs from the request on, fresh or pooled
+    conn.watch();
     this.ep.resume();
   }
 
@@ -896,15 +907,16 @@ export class HttpSession implements UpstreamOwner {
       this.upstreamReusable = false;
       return;
     }
-    // A pooled connection the server had already closed: retry once if nothing of the request body was lost.
-    if (conn && conn.uses > 1 && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
+    // A pooled connection the server had already closed: retry once if nothing of the request body was lost
+    // (never after a timeout: the upstream got the request and said nothing, a retry would only double the wait).
+    if (conn && conn.uses > 1 && err?.kind !== "timeout" && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
       this.retried = true;
       this.reqState = "hooks";
       return this.forward(flow);
     }
     const why = err?.message ?? `${flow.request.host}:${flow.request.port} closed the connection ${this.resState === "head" ? "before responding" : "mid-response"}`;
     flow.error = why;
-    if (!this.resHeadSent) return this.failWith502(flow, why);
+    if (!this.resHeadSent) return this.failWith502(flow, why, err?.kind === "timeout" ? 504 : 502);
     this.finishFailed(flow);
     this.destroy();
   }
@@ -940,8 +952,8 @@ export class HttpSession implements UpstreamOwner {
     });
   }
 
-  /** Upstream failed before any response byte reached the client: answer 502 naming the cause, record it. */
-  private failWith502(flow: Flow, why: string): void {
+  /** Upstream failed before any response byte reached the client: answer 502 (504 for a timeout) naming the cause, record it. */
+  private failWith502(flow: Flow, why: string, status: 502 | 504 = 502): void {
     if (this.upstream) {
       this.upstream.pool.drop(this.upstream);
       this.upstream = null;
@@ -951,7 +963,7 @@ export class HttpSession implements UpstreamOwner {
       return this.destroy();
     }
     const body = new TextEncoder().encode(`tapwire: ${why}\n`);
-    flow.response = { status: 502, reason: "Bad Gateway", version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
+    flow.response = { status, reason: statusReason(status), version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
     if (flow.capture) {
       flow.resBody.reset();
       flow.resBody.add(body);
@@ -1071,8 +1083,8 @@ export class HttpSession implements UpstreamOwner {
     up.ep.onDrain = () => this.ep.resume();
     this.ep.onDrain = () => up.ep.resume();
     this.ep.socket.timeout(0);
+    up.unwatch();
     up.idleSec = 0;
-    up.ep.socket.timeout(0);
     const held = this.buf;
     this.buf = EMPTY;
     if (held.length) this.onClientData(held);

@@ -58,13 +58,65 @@ export class UpstreamConn {
   owner: UpstreamOwner | null = null;
   /** How many requests this connection has carried (>1 means it was reused from the pool). */
   uses = 0;
-  /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). Re-armed on every read. */
+  /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). */
   idleSec = 0;
   open = true;
   /** Set on connections to a parent proxy that carry absolute-form requests (plain HTTP); null when direct. */
   proxyForm: ProxyForm | null = null;
+  /** How the peer is named in a timeout message (`host:port`, and the parent proxy it goes through). */
+  label = "";
+  /**
+   * The silence clock (nginx's proxy_read_timeout): it runs only while tapwire waits to read from this connection.
+   * While the socket is paused (the client is not taking the bytes, an addon holds the response) it is stopped,
+   * and it restarts from zero when reading resumes. A JS timer, so it fires on time (Bun's socket timeouts tick
+   * in 4 s steps).
+   */
+  private watching = false;
+  private since = 0;
+  private timer: ReturnType<typeof setTimeout> | null = null;
   constructor(readonly key: string, socket: Socket<any>, readonly pool: UpstreamPool) {
     this.ep = new Endpoint(socket);
+    this.ep.onResume = () => {
+      if (this.watching) this.since = performance.now();
+    };
+  }
+
+  /** Start (or restart) the silence clock from now. */
+  watch(): void {
+    if (this.idleSec <= 0 || !this.open) return;
+    this.watching = true;
+    this.since = performance.now();
+    this.timer ??= setTimeout(() => this.check(), this.idleSec * 1000);
+  }
+
+  /** Bytes moved: the silence starts again. */
+  touch(): void {
+    if (this.watching) this.since = performance.now();
+  }
+
+  /** Stop the clock for good (WebSocket relay, connection closed). */
+  unwatch(): void {
+    this.watching = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private check(): void {
+    this.timer = null;
+    if (!this.watching || !this.open || this.idleSec <= 0) return;
+    const limit = this.idleSec * 1000;
+    if (this.ep.isPaused) {
+      // tapwire is not reading: not the upstream's silence; the clock restarts on resume
+      this.timer = setTimeout(() => this.check(), limit);
+      return;
+    }
+    const left = this.since + limit - performance.now();
+    if (left > 1) {
+      this.timer = setTimeout(() => this.check(), left);
+      return;
+    }
+    this.watching = false;
+    this.pool.silent(this);
   }
 }
 
@@ -152,7 +204,8 @@ export class UpstreamPool {
         settled = true;
         clearTimeout(timer);
         c.idleSec = this.opts.idleTimeoutSec;
-        c.ep.socket.timeout(c.idleSec);
+        c.label = `${host}:${port}`;
+        c.watch();
         resolve(c);
       };
       const timer = setTimeout(() => {
@@ -188,8 +241,7 @@ export class UpstreamPool {
           data(s, d) {
             const c = s.data;
             if (!c) return;
-            // Bun's socket timeout is not reset by traffic: re-arm it so it measures silence
-            if (c.idleSec) s.timeout(c.idleSec);
+            c.touch();
             if (c.owner) c.owner.onUpstreamData(d);
             else pool.drop(c); // bytes on an idle connection: it is no longer in a known state
           },
@@ -270,7 +322,8 @@ export class UpstreamPool {
         settled = true;
         clearTimeout(timer);
         c.idleSec = this.opts.idleTimeoutSec;
-        c.ep.socket.timeout(c.idleSec);
+        c.label = `${host}:${port}${through}`;
+        c.watch();
         resolve(c);
       };
       const adopt = (s: Socket<UpstreamConn | undefined>): UpstreamConn => {
@@ -291,7 +344,7 @@ export class UpstreamPool {
         data(s: Socket<UpstreamConn | undefined>, d: Uint8Array) {
           const c = s.data;
           if (!c) return;
-          if (c.idleSec) s.timeout(c.idleSec);
+          c.touch();
           if (c.owner) c.owner.onUpstreamData(d);
           else pool.drop(c);
         },
@@ -414,11 +467,21 @@ export class UpstreamPool {
     if (!list) this.idle.set(c.key, (list = []));
     if (list.length >= this.opts.maxIdlePerKey) return this.drop(c);
     list.push(c);
+    c.ep.resume();
+    c.watch(); // an idle pooled connection is closed after the same silence
+  }
+
+  /** The silence clock ran out: the connection fails with a timeout (its owner answers 504). */
+  silent(c: UpstreamConn): void {
+    const e = new UpstreamError("timeout", `${c.label} sent nothing for ${c.idleSec} s`);
+    this.closed(c, e);
+    c.ep.destroy();
   }
 
   /** Close a connection that must not be reused. */
   drop(c: UpstreamConn): void {
     c.owner = null;
+    c.unwatch();
     if (c.open) {
       c.open = false;
       c.ep.destroy();
@@ -429,6 +492,7 @@ export class UpstreamPool {
   private closed(c: UpstreamConn, err: UpstreamError | null): void {
     if (!c.open) return;
     c.open = false;
+    c.unwatch();
     c.ep.closed = true;
     this.forget(c);
     const owner = c.owner;

@@ -16,7 +16,7 @@ let host: string;
 beforeAll(async () => {
   fault = await startFaultUpstream();
   host = `127.0.0.1:${fault.port}`;
-  svc = await startService({ interceptTimeoutSec: 4, idleTimeoutSec: 2, clientHeaderTimeoutSec: 1, clientIdleTimeoutSec: 3 } as never);
+  svc = await startService({ interceptTimeoutSec: 4, idleTimeoutSec: 2, clientHeaderTimeoutSec: 2, clientIdleTimeoutSec: 8, maxConnections: 200 });
 });
 afterAll(async () => {
   await svc?.stop();
@@ -71,3 +71,94 @@ describe("1: a paused request of any size is listed, resumable and bound by the 
     }
   });
 });
+
+/** A GET for `n` bytes from /big that stops reading after the first bytes for `pauseMs` (forever when null). */
+function pausedDownload(n: number, pauseMs: number | null): Promise<{ bytes: number; complete: boolean }> {
+  return new Promise((resolve) => {
+    const sock = net.connect(svc.proxyPort!, "127.0.0.1");
+    let got = 0;
+    let headEnd = -1;
+    let head = "";
+    let paused = false;
+    const done = (complete: boolean) => {
+      sock.destroy();
+      resolve({ bytes: got, complete });
+    };
+    sock.on("connect", () => sock.write(get(`/big?n=${n}`, "Connection: close\r\n")));
+    sock.on("data", (d) => {
+      if (headEnd < 0) {
+        head += d.toString("latin1");
+        headEnd = head.indexOf("\r\n\r\n");
+        if (headEnd >= 0) got = head.length - headEnd - 4;
+      } else got += d.length;
+      if (!paused) {
+        paused = true;
+        sock.pause();
+        if (pauseMs !== null) setTimeout(() => sock.resume(), pauseMs);
+      }
+      if (got >= n) done(true);
+    });
+    sock.on("close", () => done(got >= n));
+    sock.on("error", () => {});
+  });
+}
+
+describe("2: a slow or paused reader gets the whole body; the upstream is not blamed", () => {
+  test("a client that stops reading a 64 MiB download for 6 s (idle timeout 2 s) gets every byte", async () => {
+    const n = 64 * 1024 * 1024;
+    const r = await pausedDownload(n, 6000);
+    expect(r).toEqual({ bytes: n, complete: true });
+    const e = (await entries(`/big?n=${n}`))[0];
+    expect(e?.error ?? null).toBeNull();
+  });
+
+  test("a client that never reads again is closed by --client-idle-timeout, and the entry says the client stalled", async () => {
+    const n = 48 * 1024 * 1024;
+    void pausedDownload(n, null);
+    const e = await waitUntil("the entry with the client's stall", async () => (await entries(`/big?n=${n}`)).find((x) => x.error), 20_000);
+    expect(e.error).toContain("client accepted nothing for 8 s");
+    expect(e.error).not.toContain("sent nothing");
+  });
+});
+
+describe("5: upstream timeouts fire on time, fresh or pooled, and answer 504", () => {
+  test("never-answering upstream on a fresh connection: 504 after --idle-timeout (2 s) within 10%", async () => {
+    const t0 = performance.now();
+    const r = await rawExchange(svc.proxyPort!, get("/stall?fresh", "Connection: close\r\n"), { timeoutMs: 20_000 });
+    const s = (performance.now() - t0) / 1000;
+    const res = parseResponses(r.text);
+    expect(res.map((x) => x.status)).toEqual([504]);
+    expect(res[0]!.body).toContain("sent nothing for 2 s");
+    expect(s).toBeGreaterThan(1.9);
+    expect(s).toBeLessThan(2.2 + 0.3); // 10% plus scheduling slack on a loaded machine
+    const e = (await entries("/stall?fresh"))[0];
+    expect(e.status_code).toBe(504);
+    expect(e.error).toContain("sent nothing for 2 s");
+  });
+
+  test("never-answering upstream on a pooled connection: 504 within 10% too", async () => {
+    let t1 = 0;
+    const r = await rawExchange(
+      svc.proxyPort!,
+      [get("/ok"), { waitFor: (t) => t.includes("\r\n\r\nok"), write: get("/stall?pooled", "Connection: close\r\n") }],
+      { timeoutMs: 20_000, until: (t) => t.includes("504") && t.endsWith("\n") && t.includes("sent nothing") },
+    );
+    void t1;
+    const res = parseResponses(r.text);
+    expect(res.map((x) => x.status)).toEqual([200, 504]);
+    expect(fault.seen.filter((x) => x.target.includes("/stall?pooled")).length).toBe(1);
+    const e = (await entries("/stall?pooled"))[0];
+    expect(e.status_code).toBe(504);
+    // timing of the pooled case: measured from the second request
+    const t0 = performance.now();
+    const r2 = await rawExchange(svc.proxyPort!, [get("/ok"), { waitFor: (t) => t.includes("\r\n\r\nok"), write: get("/stall?pooled2", "Connection: close\r\n") }], {
+      timeoutMs: 20_000,
+      until: (t) => /504[\s\S]*sent nothing for 2 s\n/.test(t),
+    });
+    const s = (performance.now() - t0) / 1000;
+    expect(parseResponses(r2.text).map((x) => x.status)).toEqual([200, 504]);
+    expect(s).toBeGreaterThan(1.9);
+    expect(s).toBeLessThan(2.5);
+  });
+});
+
