@@ -162,3 +162,44 @@ describe("5: upstream timeouts fire on time, fresh or pooled, and answer 504", (
   });
 });
 
+describe("3: a WebSocket compression bomb does not freeze the proxy", () => {
+  test("five 1 GiB-inflating messages (about 1 MB each on the wire): the event loop never stalls, sizes are 'at least'", async () => {
+    // The service runs in this process: the longest gap between 5 ms ticks is the stall every client would feel.
+    let last = performance.now();
+    let maxGap = 0;
+    const tick = setInterval(() => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+    }, 5);
+    try {
+      const key = Buffer.from("0123456789abcdef").toString("base64");
+      const r = await rawExchange(
+        svc.proxyPort!,
+        `GET http://${host}/ws-bomb?mib=1024&count=5 HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n` +
+          `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover\r\n\r\n`,
+        { timeoutMs: 60_000, until: (t) => t.endsWith("\x81\x05after") },
+      );
+      expect(r.text.startsWith("HTTP/1.1 101")).toBe(true);
+      expect(r.text.endsWith("\x81\x05after")).toBe(true);
+    } finally {
+      clearInterval(tick);
+    }
+    expect(maxGap).toBeLessThan(500); // before the fix: about 1,800 ms per message
+    const conns = (await (await svc.call("/api/v1/websocket/connections")).json()) as { items: any[] };
+    const c = conns.items.find((x) => String(x.url).includes("ws-bomb"));
+    const frames = await waitUntil("the six frames recorded", async () => {
+      const f = (await (await svc.call(`/api/v1/websocket/connections/${c.connId}/frames`)).json()) as { items: any[] };
+      return f.items.length >= 6 ? f.items : null;
+    });
+    const bombs = frames.filter((f) => f.opcode === "binary");
+    expect(bombs.length).toBe(5);
+    for (const b of bombs) {
+      expect(b.sizeAtLeast).toBe(true);
+      expect(b.truncated).toBe(true);
+      expect(b.sizeBytes).toBeGreaterThanOrEqual(64 * 1024);
+      expect(b.compressed).toBe(true);
+    }
+    expect(frames.find((f) => f.opcode === "text")?.text).toBe("after");
+  });
+});
