@@ -37,10 +37,10 @@ type ResState = "none" | "head" | "hooks" | "body" | "collect" | "done";
 /** Handlers shared by every accepted client socket (plain and TLS); the session lives in socket.data. */
 export const clientSocketHandlers = {
   data(s: Socket<HttpSession>, d: Uint8Array) {
-    s.data.onClientData(d);
+    s.data?.onClientData(d);
   },
   drain(s: Socket<HttpSession>) {
-    s.data.onClientDrain();
+    s.data?.onClientDrain();
   },
   close(s: Socket<HttpSession>) {
     s.data?.onClientClose();
@@ -114,6 +114,34 @@ export class HttpSession implements UpstreamOwner {
     this.ep.stallMs = ctx.clientIdleSec * 1000;
     this.ep.onStall = () => this.onClientStalled();
     socket.timeout(ctx.clientIdleSec);
+    this.armHeadDeadline();
+  }
+
+  /** --client-header-timeout: the whole request head (or, after CONNECT, the ClientHello) must arrive within it. */
+  private headTimer: ReturnType<typeof setTimeout> | null = null;
+  private headBytes = false;
+
+  private armHeadDeadline(): void {
+    const sec = this.ctx.clientHeaderSec ?? 0;
+    if (sec <= 0 || this.headTimer) return;
+    this.headTimer = setTimeout(() => this.onHeadDeadline(), sec * 1000);
+  }
+
+  private clearHeadDeadline(): void {
+    if (this.headTimer) clearTimeout(this.headTimer);
+    this.headTimer = null;
+    this.headBytes = false;
+  }
+
+  private onHeadDeadline(): void {
+    this.headTimer = null;
+    if (this.mode === "peek") return this.destroy(); // no complete ClientHello in time
+    if (this.mode !== "http" || this.reqState !== "idle") return;
+    // nothing at all on a fresh connection: just close (as nginx); a partial head: 408
+    if (!this.headBytes && this.buf.length === 0) return this.destroy();
+    this.buf = EMPTY;
+    this.reqState = "done";
+    this.sendPlain(408, `tapwire: the request head did not arrive within ${this.ctx.clientHeaderSec} s\n`, true);
   }
 
   /** The client accepted none of the bytes waiting for it for --client-idle-timeout: close, record why. */
@@ -176,9 +204,11 @@ export class HttpSession implements UpstreamOwner {
   }
 
   onClientClose(): void {
+    this.clearHeadDeadline();
     if (this.mode === "closed") return;
     if (this.mode === "tunnel") {
       this.mode = "closed";
+      this.ctx.sessions.delete(this);
       this.tunnel?.clientClosed();
       return;
     }
@@ -219,6 +249,8 @@ export class HttpSession implements UpstreamOwner {
     switch (this.reqState) {
       case "idle":
         this.buf = this.buf.length ? concatBytes(this.buf, d) : d;
+        this.headBytes = true;
+        this.armHeadDeadline();
         return this.parseNext();
       case "stream":
       case "collect":
@@ -239,6 +271,7 @@ export class HttpSession implements UpstreamOwner {
       return this.refuse(e);
     }
     if (!parsed) return; // need more bytes
+    this.clearHeadDeadline();
     this.buf = parsed.end === this.buf.length ? EMPTY : this.buf.subarray(parsed.end);
     try {
       this.onRequestHead(parsed.head);
@@ -1021,6 +1054,7 @@ export class HttpSession implements UpstreamOwner {
     }
     this.ep.write(CONNECT_OK);
     this.mode = "peek";
+    this.armHeadDeadline();
     this.buf = rest;
     if (rest.length) this.peekAfterConnect();
   }
@@ -1029,6 +1063,7 @@ export class HttpSession implements UpstreamOwner {
   private peekAfterConnect(): void {
     const hello = peekClientHello(this.buf);
     if (hello.tls && !hello.complete) return;
+    this.clearHeadDeadline();
     const bytes = this.buf;
     this.buf = EMPTY;
     if (hello.tls && !hello.error) {
@@ -1041,6 +1076,7 @@ export class HttpSession implements UpstreamOwner {
         leaf = this.ctx.leafCerts.get(this.connectHost);
       }
       this.mode = "upgraded";
+      this.clearHeadDeadline();
       this.ctx.sessions.delete(this);
       const raw = this.ep.socket as Socket<HttpSession>;
       const target: DefaultTarget = { scheme: "https", host: this.connectHost, port: this.connectPort, servername: sni ?? undefined };
@@ -1065,6 +1101,8 @@ export class HttpSession implements UpstreamOwner {
     this.reqState = "idle";
     this.flow = null;
     this.buf = bytes;
+    this.headBytes = bytes.length > 0;
+    this.armHeadDeadline();
     this.parseNext();
   }
 

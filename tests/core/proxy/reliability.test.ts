@@ -203,3 +203,49 @@ describe("3: a WebSocket compression bomb does not freeze the proxy", () => {
     expect(frames.find((f) => f.opcode === "text")?.text).toBe("after");
   });
 });
+
+describe("4: slow clients cannot hold sockets: head deadline and connection cap", () => {
+  test("a head trickled one byte every 50 ms: 408 and close at --client-header-timeout (2 s)", async () => {
+    const head = `GET http://${host}/ok HTTP/1.1\r\nHost: ${host}\r\nX-Slow: ${"a".repeat(400)}\r\n\r\n`;
+    const parts = [...head].map((c) => ({ write: c, afterMs: 50 }));
+    const r = await rawExchange(svc.proxyPort!, parts, { timeoutMs: 15_000 });
+    expect(r.timedOut).toBe(false);
+    expect(parseResponses(r.text).map((x) => x.status)).toEqual([408]);
+    expect(r.closedByServer).toBe(true);
+    expect(r.ms).toBeLessThan(3500);
+    expect(fault.seen.some((s) => s.head.includes("X-Slow"))).toBe(false);
+    await stillServing();
+  });
+
+  test("100 connections that send only 'GET ': every one gets 408 and is closed", async () => {
+    const all = await Promise.all(Array.from({ length: 100 }, () => rawExchange(svc.proxyPort!, "GET ", { timeoutMs: 15_000 })));
+    expect(all.every((r) => !r.timedOut && r.closedByServer && r.text.startsWith("HTTP/1.1 408"))).toBe(true);
+    await stillServing();
+  });
+
+  test("--max-connections 20: the 21st connection is refused at once; room again once some close", async () => {
+    const small = await startService({ maxConnections: 20 });
+    const socks: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 20; i++) {
+        const s = net.connect(small.proxyPort!, "127.0.0.1");
+        s.on("error", () => {});
+        await new Promise<void>((r) => s.once("connect", () => r()));
+        socks.push(s);
+      }
+      const sessions = (small as unknown as { proxyCtx: { sessions: Set<unknown> } }).proxyCtx.sessions;
+      await waitUntil("20 sessions", () => sessions.size === 20);
+      const over = await rawExchange(small.proxyPort!, `GET http://${host}/ok HTTP/1.1\r\nHost: ${host}\r\n\r\n`, { timeoutMs: 5000 });
+      expect(over.timedOut).toBe(false);
+      expect(parseResponses(over.text).map((x) => x.status)).toEqual([503]);
+      expect(over.closedByServer).toBe(true);
+      for (const s of socks.splice(0, 5)) s.destroy();
+      await waitUntil("sessions freed", () => sessions.size === 15);
+      const ok = await rawExchange(small.proxyPort!, `GET http://${host}/ok HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`, { timeoutMs: 5000 });
+      expect(parseResponses(ok.text).map((x) => x.status)).toEqual([200]);
+    } finally {
+      for (const s of socks) s.destroy();
+      await small.stop();
+    }
+  });
+});
