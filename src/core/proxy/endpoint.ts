@@ -69,6 +69,13 @@ export class Endpoint {
     this.corked ??= [];
   }
 
+  /** Drop what was corked (nothing of it reached the peer). Returns true if there was a cork. */
+  discardCork(): boolean {
+    if (this.corked === null) return false;
+    this.corked = null;
+    return true;
+  }
+
   uncork(): boolean {
     const parts = this.corked;
     this.corked = null;

@@ -798,6 +798,8 @@ export class HttpSession implements UpstreamOwner {
         out = this.resDecoder.push(d);
       } catch (e) {
         flow.error = `bad response body from upstream: ${(e as Error).message}`;
+        // the head may still sit in the cork with the first body bytes: nothing reached the client, so it gets a 502
+        if (this.resHeadSent && this.resBytes === 0 && this.ep.discardCork()) this.resHeadSent = false;
         if (!this.resHeadSent) return this.failWith502(flow, flow.error);
         this.finishFailed(flow);
         return this.destroy();

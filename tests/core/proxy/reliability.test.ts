@@ -249,3 +249,25 @@ describe("4: slow clients cannot hold sockets: head deadline and connection cap"
     }
   });
 });
+
+describe("6: a failure before the first response byte is a 502, and the entry says so", () => {
+  test("head then an invalid chunk size in the same read: the client gets 502, the entry records 502", async () => {
+    const r = await rawExchange(svc.proxyPort!, get("/bad-chunk", "Connection: close\r\n"), { timeoutMs: 10_000 });
+    const res = parseResponses(r.text);
+    expect(res.map((x) => x.status)).toEqual([502]);
+    expect(res[0]!.body).toContain("bad response body from upstream");
+    const e = await waitUntil("entry", async () => (await entries("/bad-chunk"))[0]);
+    expect(e.status_code).toBe(502);
+    expect(e.error).toContain("bad response body");
+    await stillServing();
+  });
+
+  test("an invalid chunk after the head went out: the client saw 200, the entry says 200 with the error", async () => {
+    const r = await rawExchange(svc.proxyPort!, get("/bad-chunk-later", "Connection: close\r\n"), { timeoutMs: 10_000 });
+    expect(r.text.startsWith("HTTP/1.1 200")).toBe(true);
+    expect(r.closedByServer).toBe(true);
+    const e = await waitUntil("entry", async () => (await entries("/bad-chunk-later"))[0]);
+    expect(e.status_code).toBe(200);
+    expect(e.error).toContain("bad response body");
+  });
+});
