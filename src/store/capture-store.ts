@@ -13,17 +13,35 @@
  *   transaction: exact whatever the indexing backlog.
  * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
  *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
- * - Durability: what the worker acknowledged survives kill -9 (WAL, synchronous=NORMAL). A crash loses what
- *   was still queued (at most flushIntervalMs of traffic) or in flight. Ids are never reused, crash or not.
+ * - Durability: every entry is also appended, as it is added, to a write-ahead file of the main thread
+ *   (`<db>.journal/wal-0.twm` / `wal-1.twm`, one write() of the bytes already encoded, no fsync): the proxy adds
+ *   the entry before it sends the response's last byte, so a flow whose response a client received survives
+ *   kill -9 (the kernel has the bytes). The writer's first open moves those records into its journal. What the
+ *   worker acknowledged survives as before (journal, WAL, synchronous=NORMAL). Ids are never reused, crash or not.
  * - ":memory:" (or "") is a private temporary file, removed by close().
  */
 import { Database } from "bun:sqlite";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync, writevSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
 import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
+import { recordHeader, WAL_FILES } from "./capture-journal.ts";
+
+/** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
+const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
+
+/** The main thread's two write-ahead files (see the durability note above). */
+interface Wal {
+  fds: [number, number];
+  size: [number, number];
+  /** Highest id written to each. */
+  maxId: [number, number];
+  cur: 0 | 1;
+  /** Every id up to this one is in the writer's journal (or SQLite). */
+  journaled: number;
+}
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
 export { urlPath } from "./capture-db.ts";
@@ -200,6 +218,7 @@ export class CaptureStore {
   private openWaiter: { reject: (e: Error) => void } | null = null;
   /** killWriterForTest's caller, told when the writer's end has been dealt with. */
   private afterWriterStopped: (() => void) | null = null;
+  private wal: Wal | null = null;
 
   private constructor(dbPath: string, opts: CaptureStoreOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries ?? 100_000));
@@ -234,6 +253,7 @@ export class CaptureStore {
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader);
       s.reader = reader;
+      s.openWal();
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
@@ -421,6 +441,7 @@ export class CaptureStore {
       if (rec.kind === "batch") {
         this.stored = m.stored;
         this.release(rec);
+        this.walTrim(rec.upto);
         this.checkCaughtUp();
       }
       return;
@@ -429,6 +450,7 @@ export class CaptureStore {
     if (rec.kind === "batch") {
       this.stored = m.stored;
       this.release(rec);
+      this.walTrim(rec.upto);
       if (rec.upto > this.acked) this.acked = rec.upto;
       rec.error = rec.encodeError ?? m.error;
       if (!rec.foreground) {
@@ -586,7 +608,7 @@ export class CaptureStore {
     }
     // encoded now, while the flow's data is fresh in the caches; an entry that cannot be encoded is reported with
     // its batch (flush() rejects with it), the others go on
-    this.pending.add(id, e);
+    if (this.pending.add(id, e) && this.wal !== null) this.walAppend(id);
     this.lastQueued = id;
     if (this.pending.count >= this.maxPending) {
       this.post(false);
@@ -623,6 +645,82 @@ export class CaptureStore {
     return this.waitAcked(Math.min(id, this.lastQueued));
   }
 
+  // --- the main thread's write-ahead files ---------------------------------------------------------------------
+
+  /** Fresh write-ahead files (the writer's first open took in what the last run left). Not for a temporary store. */
+  private openWal(): void {
+    if (this.tempDir !== null) return;
+    const dir = `${this.path}.journal`;
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      const fds = WAL_FILES.map((n) => openSync(join(dir, n), "w", 0o600)) as [number, number];
+      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0 };
+    } catch (e) {
+      console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
+    }
+  }
+
+  /** Appends the entry just encoded: one writev, no fsync (kill -9 keeps what the kernel has). */
+  private walAppend(id: number): void {
+    const w = this.wal!;
+    if (w.size[w.cur] > WAL_ROTATE_BYTES) {
+      const other = (1 - w.cur) as 0 | 1;
+      if (w.maxId[other] <= w.journaled) {
+        this.walTruncate(other);
+        w.cur = other;
+      }
+    }
+    const payload = this.pending.lastEntry();
+    const header = recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
+    const fd = w.fds[w.cur];
+    const pos = w.size[w.cur];
+    try {
+      let done = writevSync(fd, [header, payload], pos);
+      const total = header.byteLength + payload.byteLength;
+      while (done < total) {
+        const [piece, at] = done < header.byteLength ? [header, done] : [payload, done - header.byteLength];
+        done += writeSync(fd, piece, at, piece.byteLength - at, pos + done);
+      }
+      w.size[w.cur] = pos + total;
+      w.maxId[w.cur] = id;
+    } catch (e) {
+      // a disk that refuses the write: the entry still goes to the writer; a partial record ends the file
+      try {
+        ftruncateSync(fd, pos);
+      } catch {}
+      this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
+    }
+  }
+
+  /** The writer journaled every id up to `upto`: files holding nothing newer are emptied. */
+  private walTrim(upto: number): void {
+    const w = this.wal;
+    if (w === null) return;
+    if (upto > w.journaled) w.journaled = upto;
+    for (const i of [0, 1] as const) if (w.size[i] > 0 && w.maxId[i] <= w.journaled && (i !== w.cur || w.maxId[1 - i]! <= w.journaled)) this.walTruncate(i);
+  }
+
+  private walTruncate(i: 0 | 1): void {
+    const w = this.wal!;
+    if (w.size[i] === 0) return;
+    try {
+      ftruncateSync(w.fds[i], 0);
+      w.size[i] = 0;
+    } catch {}
+  }
+
+  private closeWal(remove: boolean): void {
+    const w = this.wal;
+    if (w === null) return;
+    this.wal = null;
+    for (const fd of w.fds) {
+      try {
+        closeSync(fd);
+      } catch {}
+    }
+    if (remove) for (const n of WAL_FILES) rmSync(join(`${this.path}.journal`, n), { force: true });
+  }
+
   /** Deletes one entry; false when there is no such entry. */
   async delete(id: number): Promise<boolean> {
     this.assertOpen();
@@ -636,6 +734,11 @@ export class CaptureStore {
     this.cancelTimer();
     const dropped = this.lastQueued;
     this.pending.discard();
+    // what the write-ahead files hold is cleared too (a crash must not bring it back)
+    if (this.wal) {
+      this.walTruncate(0);
+      this.walTruncate(1);
+    }
     await this.request({ t: "clear", seq: this.nextSeq(), ceiling: this.nextId - 1 + ID_RESERVE });
     // the queued entries that were dropped are settled too
     if (dropped > this.acked) this.acked = dropped;
@@ -699,6 +802,8 @@ export class CaptureStore {
       const w = this.worker;
       this.worker = null;
       w?.terminate();
+      // everything was handed to the writer and closed with it: the write-ahead files are not needed any more
+      this.closeWal(!this.dead);
       this.acked = Math.max(this.acked, this.lastQueued);
       this.wakeAckWaiters();
       if (this.tempDir) rmSync(this.tempDir, { recursive: true, force: true });

@@ -219,7 +219,8 @@ function indexStep(): void {
 
 function open(m: Extract<WriterRequest, { t: "open" }>): void {
   try {
-    const j = CaptureJournal.open(`${m.path}.journal`);
+    // the main thread's write-ahead files are read at the first open only (later it is writing them)
+    const j = CaptureJournal.open(`${m.path}.journal`, m.assigned === 0);
     const w = new CaptureWriter(m.path, { maxEntries: m.maxEntries, assigned: m.assigned, idReserve: m.idReserve });
     // ids found in the journal (and the ceilings reserved with them) are taken too
     w.raiseNextId(Math.max(j.maxId, j.maxCeiling) + 1);

@@ -783,9 +783,8 @@ export class HttpSession implements UpstreamOwner {
     this.resDecoder = null;
     this.resBytes += body.length;
     if (flow.capture) flow.resBody.add(body);
-    this.ep.write(raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
     this.upstream?.ep.resume();
-    this.responseComplete(flow);
+    this.responseComplete(flow, raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
     return true;
   }
 
@@ -831,12 +830,17 @@ export class HttpSession implements UpstreamOwner {
       return;
     }
     let ok = true;
-    for (const p of data) {
+    // the last piece of a complete response waits until the flow is recorded (see responseComplete)
+    let last: Uint8Array | null = null;
+    for (let i = 0; i < data.length; i++) {
+      const p = data[i]!;
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+      const out = this.resChunkedOut ? encodeChunk(p) : p;
+      if (done && i === data.length - 1) last = out;
+      else ok = this.ep.write(out) && ok;
     }
-    if (done) return this.responseComplete(flow);
+    if (done) return this.responseComplete(flow, last);
     if (!ok) this.upstream?.ep.pause();
   }
 
@@ -850,13 +854,22 @@ export class HttpSession implements UpstreamOwner {
     this.resParts = [];
     this.resBytes = 0;
     let ok = true;
-    for (const p of held.concat(rest)) {
+    const all = held.concat(rest);
+    let last: Uint8Array | null = null;
+    for (let i = 0; i < all.length; i++) {
+      const p = all[i]!;
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = this.ep.write(this.resChunkedOut ? encodeChunk(p) : p) && ok;
+      const out = this.resChunkedOut ? encodeChunk(p) : p;
+      if (done && i === all.length - 1) last = out;
+      else ok = this.ep.write(out) && ok;
+    }
+    if (done) {
+      this.responseComplete(flow, last);
+      this.ep.uncork();
+      return;
     }
     this.ep.uncork();
-    if (done) return this.responseComplete(flow);
     if (!ok) this.upstream?.ep.pause();
   }
 
@@ -876,15 +889,28 @@ export class HttpSession implements UpstreamOwner {
     });
   }
 
-  private responseComplete(flow: Flow): void {
-    if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+  /**
+   * The response is complete: the response hooks run (the capture records the flow there) before its last bytes
+   * (`last`, then the chunked terminator) go to the client, so a flow whose response a client received is in the
+   * capture store's write-ahead file, whatever happens to the process next.
+   */
+  private responseComplete(flow: Flow, last: Uint8Array | null = null): void {
     this.resState = "done";
-    this.endExchange(flow, true);
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const send = () => {
+      if (this.mode === "closed") return;
+      if (last !== null) this.ep.write(last);
+      if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+      this.endExchange(flow, false);
+    };
+    const r = this.ctx.pipeline.run("response", flow);
+    if (r === undefined) return send();
+    r.then(send, send);
   }
 
-  /** The response was fully sent: run the response hooks (streamed flows), recycle connections, go on. */
+  /** The response was fully sent: run the response hooks (if not run yet), recycle connections, go on. */
   private endExchange(flow: Flow, runResponseHooks: boolean): void {
-    flow.durationMs = Math.round(performance.now() - flow.t0);
+    flow.durationMs ||= Math.round(performance.now() - flow.t0);
     const up = this.upstream;
     this.upstream = null;
     if (up) {
@@ -1004,11 +1030,12 @@ export class HttpSession implements UpstreamOwner {
       flow.resBody.add(body);
     }
     if (this.reqState !== "done") this.closeAfter = true;
-    this.sendResponseHead(flow, body);
     this.resState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
+    // recorded before the answer goes out (see responseComplete)
     const r = this.ctx.pipeline.run("error", flow);
     if (r) r.catch(() => {});
+    this.sendResponseHead(flow, body);
     this.reqState = "done";
     this.maybeFinish();
   }
@@ -1111,13 +1138,14 @@ export class HttpSession implements UpstreamOwner {
   // ------------------------------------------------------------------ WebSocket
 
   private switchToWebSocket(flow: Flow): void {
-    this.sendResponseHeadRaw(flow);
     this.mode = "websocket";
     this.resState = "done";
     this.reqState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
+    // recorded before the 101 goes out (see responseComplete)
     const r = this.ctx.pipeline.run("response", flow);
     if (r) r.catch(() => {});
+    this.sendResponseHeadRaw(flow);
     this.wsTap = this.ctx.webSocketOpened?.(flow) ?? null;
     const up = this.upstream!;
     up.ep.onDrain = () => this.ep.resume();
