@@ -75,7 +75,12 @@ export class TapwireService {
       const db = prepareCaptureDb(dataDir);
       if (db.moved.length) this.log(`tapwire: moved ${db.moved.join(", ")} from ${dataDir} to ${dirname(db.path)}`);
       this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries });
-      if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
+      if (this.store.recoveredFrom) {
+        const sv = this.store.salvage;
+        const counts = sv ? `; ${sv.saved} entries were read back from it, ${sv.lost} could not be read and were left behind` : "";
+        this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}${counts}`);
+      }
+      if (this.store.wasEmpty) this.log(`tapwire: capture database ${db.path} was an empty file (0 bytes): the capture starts empty`);
       this.startProxy();
       for (const f of this.features) await f.start?.();
       this.app = buildApi({ token: this.token, port: () => this.apiPort, version: this.version, routes: this.routes() });

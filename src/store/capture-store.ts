@@ -171,6 +171,10 @@ const WRITER_URL = new URL("./capture-writer.ts", import.meta.url);
 export class CaptureStore {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
   recoveredFrom: string | null = null;
+  /** With recoveredFrom: entries read back from the corrupt file, and ids that could not be read. */
+  salvage: { saved: number; lost: number } | null = null;
+  /** The database file was there but empty (0 bytes) at open: the capture started empty. */
+  wasEmpty = false;
   /**
    * The last error of a write nobody waited for (timer, maxPending, reads), or of the writer itself (it died, it
    * is behind and entries are dropped); flush() rejects instead. Null again after a good background write.
@@ -249,6 +253,8 @@ export class CaptureStore {
       s.acked = Math.min(opened.readable, s.lastQueued);
       s.stored = opened.stored;
       s.recoveredFrom = opened.recoveredFrom;
+      s.salvage = opened.salvage;
+      s.wasEmpty = opened.wasEmpty;
       s.hasFts = opened.hasFts;
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader);
@@ -266,7 +272,7 @@ export class CaptureStore {
 
   // --- the writer ------------------------------------------------------------------------------------------------
 
-  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; hasFts: boolean; readable: number }> {
+  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; salvage: { saved: number; lost: number } | null; wasEmpty: boolean; hasFts: boolean; readable: number }> {
     const w = new Worker(WRITER_URL);
     this.worker = w;
     this.workerRefd = true;
@@ -298,7 +304,7 @@ export class CaptureStore {
         }
         this.stored = m.stored ?? 0;
         const nextId = m.nextId ?? 1;
-        resolve({ nextId, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, hasFts: m.hasFts === true, readable: m.readable ?? nextId - 1 });
+        resolve({ nextId, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, salvage: m.salvage ?? null, wasEmpty: m.wasEmpty === true, hasFts: m.hasFts === true, readable: m.readable ?? nextId - 1 });
       };
       w.postMessage({
         t: "open",

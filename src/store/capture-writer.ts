@@ -233,7 +233,7 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
     busyWindowMs = Math.max(0, m.busyWindowMs);
     lastSeenId = w.nextId - 1;
     lastReadable = readable();
-    send({ t: "opened", ok: true, nextId: w.nextId, stored: storedCount(), recoveredFrom: w.recoveredFrom, hasFts: w.hasFts, readable: lastReadable });
+    send({ t: "opened", ok: true, nextId: w.nextId, stored: storedCount(), recoveredFrom: w.recoveredFrom, salvage: w.salvage, wasEmpty: w.wasEmpty, hasFts: w.hasFts, readable: lastReadable });
     if (j.queue.length > 0) console.error(`capture writer: ${j.entries} entries found in the journal are written into the database`);
     scheduleMaterialize();
     scheduleIndexing();
