@@ -34,6 +34,16 @@ export function classifyConnectError(e: unknown, host: string, port: number): Up
   return new UpstreamError("other", `cannot connect to ${host}:${port}: ${err?.message ?? String(e)}`);
 }
 
+/**
+ * Whether an upstream TLS handshake failed. Verifying: any verification error fails it. With --upstream-insecure
+ * (as mitmproxy's --ssl-insecure) a handshake Bun marks unsuccessful only because of a verification error (an
+ * unknown issuer, a name that does not match...) goes on; one that failed for another reason still fails.
+ */
+export function handshakeFailed(success: boolean, authorizationError: unknown, rejectUnauthorized: boolean): boolean {
+  if (rejectUnauthorized) return !success || !!authorizationError;
+  return !success && !authorizationError;
+}
+
 /** Who receives an upstream connection's events while it carries a request. */
 export interface UpstreamOwner {
   onUpstreamData(data: Uint8Array): void;
@@ -229,7 +239,7 @@ export class UpstreamPool {
           },
           handshake(s, success, authorizationError) {
             if (!conn) return;
-            if (!success || (pool.opts.rejectUnauthorized && authorizationError)) {
+            if (handshakeFailed(success, authorizationError, pool.opts.rejectUnauthorized)) {
               const ae = authorizationError as (Error & { code?: string }) | null;
               const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
               fail(new UpstreamError("tls", `TLS verification of ${target.servername ?? host} failed: ${reason}`));
@@ -422,7 +432,7 @@ export class UpstreamPool {
                 handshake(t, success, authorizationError) {
                   const c = t.data;
                   if (!c) return;
-                  if (!success || (pool.opts.rejectUnauthorized && authorizationError)) {
+                  if (handshakeFailed(success, authorizationError, pool.opts.rejectUnauthorized)) {
                     const ae = authorizationError as (Error & { code?: string }) | null;
                     const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
                     return fail(new UpstreamError("tls", `TLS verification of ${target.servername ?? host} failed: ${reason}`));

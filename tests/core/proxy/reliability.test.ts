@@ -271,3 +271,40 @@ describe("6: a failure before the first response byte is a 502, and the entry sa
     expect(e.error).toContain("bad response body");
   });
 });
+
+describe("10: --upstream-insecure accepts any certificate; a stalled ClientHello is cut at the head deadline", () => {
+  test("CONNECT 127.0.0.1 with SNI example.test, upstream certificate for localhost, --upstream-insecure: 200", async () => {
+    const { startUpstream } = await import("../../helpers/upstream.ts");
+    const { curl } = await import("../../helpers/upstream.ts");
+    const up = startUpstream();
+    const insecure = await startService({ upstreamInsecure: true });
+    try {
+      const port = up.https.port;
+      const ca = `${insecure.config.dataDir}/ca.pem`;
+      const r = await curl(["-x", `http://127.0.0.1:${insecure.proxyPort}`, "--cacert", ca, "--connect-to", `example.test:${port}:127.0.0.1:${port}`, "-w", "\n%{http_code}", `https://example.test:${port}/echo`]);
+      expect(r.out.trimEnd().split("\n").at(-1)).toBe("200");
+      // without the flag the same request fails, naming the name mismatch
+      const strict = await startService({ upstreamCa: [up.caFile] });
+      try {
+        const s = await curl(["-x", `http://127.0.0.1:${strict.proxyPort}`, "--cacert", `${strict.config.dataDir}/ca.pem`, "--connect-to", `example.test:${port}:127.0.0.1:${port}`, "-w", "\n%{http_code}", `https://example.test:${port}/echo`]);
+        expect(s.out.trimEnd().split("\n").at(-1)).toBe("502");
+        expect(s.out).toContain("example.test");
+      } finally {
+        await strict.stop();
+      }
+    } finally {
+      await insecure.stop();
+      up.stop();
+    }
+  });
+
+  test("a truncated ClientHello after CONNECT: closed at --client-header-timeout (2 s), not at the idle timer", async () => {
+    // a TLS handshake record header announcing 512 bytes, then only 5 of them
+    const partial = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03]);
+    const r = await rawExchange(svc.proxyPort!, [`CONNECT ${host} HTTP/1.1\r\nHost: ${host}\r\n\r\n`, { waitFor: (t) => t.includes("\r\n\r\n"), write: partial }], { timeoutMs: 15_000 });
+    expect(r.text.startsWith("HTTP/1.1 200")).toBe(true);
+    expect(r.timedOut).toBe(false);
+    expect(r.closedByServer).toBe(true);
+    expect(r.ms).toBeLessThan(4000);
+  });
+});
