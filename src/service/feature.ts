@@ -23,6 +23,8 @@ export interface FeatureContext {
   isIgnoredClient: (label: string) => boolean;
   /** Be told when a flow was stored as a traffic entry; returns an unsubscribe. */
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
+  /** The management API's bearer token: never stored in a captured entry (a request through the proxy to the API). */
+  apiToken?: string;
 }
 
 /**

@@ -125,6 +125,7 @@ export class TapwireService {
       capture: this.capture,
       proxy: () => this.proxyCtx,
       onStored: (l) => this.captureAddon.onStored(l),
+      apiToken: this.token,
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
     };
     this.features = FEATURES.map((make) => make(fctx));

@@ -3,7 +3,7 @@ import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, par
 import { encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
-import { F_CONNECTION, F_EXPECT, F_UPGRADE } from "../http1/fields.ts";
+import { F_CONNECTION, F_EXPECT, F_HOST, F_UPGRADE } from "../http1/fields.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
@@ -18,6 +18,8 @@ const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")])
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
+/** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
+const MAX_INTERIM = 10;
 const CHUNKED: Framing = { kind: "chunked" };
 
 type BodyDecoder = ChunkedDecoder | LengthDecoder;
@@ -295,6 +297,8 @@ export class HttpSession implements UpstreamOwner {
       if (this.target) throw new HttpParseError("CONNECT inside a CONNECT tunnel is not supported", 400);
       return this.onConnect(t.host!, t.port!);
     }
+    // RFC 9112 3.2: a server must answer 400 to an HTTP/1.1 request without Host (never make one up)
+    if (head.version === "HTTP/1.1" && (head.present !== undefined ? (head.present & F_HOST) === 0 : getHeader(head.headers, "host") === undefined)) throw new HttpParseError("HTTP/1.1 request without a Host header", 400);
     let scheme: Scheme;
     let host: string;
     let port: number;
@@ -493,6 +497,7 @@ export class HttpSession implements UpstreamOwner {
     conn.ep.throttle = flow.throttleUp;
     this.resState = "head";
     this.resBuf = EMPTY;
+    this.interim = 0;
     const r = flow.request;
     const body = r.body;
     let head = body === null && !flow.websocket ? this.requestHeadAsReceived(flow) : null;
@@ -618,6 +623,10 @@ export class HttpSession implements UpstreamOwner {
       this.resBuf = parsed.end === this.resBuf.length ? EMPTY : this.resBuf.subarray(parsed.end);
       if (head.status >= 100 && head.status < 200 && head.status !== 101) {
         // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
+        if (++this.interim > MAX_INTERIM) {
+          flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
+          return this.failWith502(flow, flow.error);
+        }
         if (!(head.status === 100 && flow.request.body !== null)) {
           this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
         }
@@ -649,6 +658,8 @@ export class HttpSession implements UpstreamOwner {
   }
 
   private upstreamReusable = true;
+  /** Interim responses seen for the current request. */
+  private interim = 0;
 
   private afterResponseHeaders(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;

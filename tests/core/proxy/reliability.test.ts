@@ -308,3 +308,36 @@ describe("10: --upstream-insecure accepts any certificate; a stalled ClientHello
     expect(r.ms).toBeLessThan(4000);
   });
 });
+
+describe("11: 1xx floods, requests without Host, tapwire's own token", () => {
+  test("5,000 '103 Early Hints' from the upstream: at most 10 relayed, then 502", async () => {
+    const r = await rawExchange(svc.proxyPort!, get("/early-hints?n=5000", "Connection: close\r\n"), { timeoutMs: 10_000 });
+    const res = parseResponses(r.text);
+    expect(res.filter((x) => x.status === 103).length).toBeLessThanOrEqual(10);
+    expect(res.at(-1)!.status).toBe(502);
+    expect(res.at(-1)!.body).toContain("interim");
+    // two hints are fine
+    const ok = await rawExchange(svc.proxyPort!, get("/early-hints?n=2", "Connection: close\r\n"), { timeoutMs: 10_000 });
+    expect(parseResponses(ok.text).map((x) => x.status)).toEqual([103, 103, 200]);
+  });
+
+  test("an HTTP/1.1 request without Host: 400, nothing forwarded", async () => {
+    const r = await rawExchange(svc.proxyPort!, `GET http://${host}/ok?nohost HTTP/1.1\r\n\r\n`, { timeoutMs: 10_000 });
+    expect(parseResponses(r.text).map((x) => x.status)).toEqual([400]);
+    expect(fault.seen.some((s) => s.target.includes("nohost"))).toBe(false);
+    await stillServing();
+  });
+
+  test("a request through the proxy to tapwire's own API: the bearer token is not in the capture", async () => {
+    const api = `127.0.0.1:${svc.apiPort}`;
+    const r = await rawExchange(svc.proxyPort!, `GET http://${api}/api/v1/capture/status HTTP/1.1\r\nHost: ${api}\r\nAuthorization: Bearer ${svc.token}\r\nConnection: close\r\n\r\n`, { timeoutMs: 10_000 });
+    expect(parseResponses(r.text).map((x) => x.status)).toEqual([200]);
+    const e = await waitUntil("entry", async () => (await entries(`${api}/api/v1/capture/status`))[0]);
+    const detail = (await (await svc.call(`/api/v1/traffic/${e.id}`)).json()) as any;
+    const text = JSON.stringify(detail);
+    expect(text).not.toContain(svc.token);
+    expect(text).toContain("[redacted]");
+    const raw = await (await svc.call(`/api/v1/traffic/${e.id}/export/raw`)).text().catch(() => "");
+    expect(raw).not.toContain(svc.token);
+  });
+});
