@@ -151,6 +151,7 @@ export class TapwireService {
       clientIdleSec: this.config.clientIdleTimeoutSec ?? DEFAULTS.clientIdleTimeoutSec,
       clientHeaderSec: this.config.clientHeaderTimeoutSec ?? DEFAULTS.clientHeaderTimeoutSec,
       maxConnections: this.config.maxConnections ?? DEFAULTS.maxConnections,
+      durable: (now) => this.store.durable(now),
       webSocketOpened: wsFeatures.length ? (flow) => {
         for (const f of wsFeatures) {
           const tap = f.webSocketOpened!(flow);

@@ -666,36 +666,71 @@ export class CaptureStore {
     }
   }
 
-  /** Appends the entry just encoded: one writev, no fsync (kill -9 keeps what the kernel has). */
+  private walParts: Uint8Array[] = [];
+  private walMax = 0;
+  private walDone: Promise<void> | null = null;
+  private walResolve: (() => void) | null = null;
+
+  /**
+   * Queues the entry just encoded for the write-ahead file; the queue is written with one write() in the same
+   * event-loop iteration (setImmediate), or at once by durable(true). The proxy holds a response's last byte until
+   * durable() settles, so entries finishing together share one system call.
+   */
   private walAppend(id: number): void {
-    const w = this.wal!;
-    if (w.size[w.cur] > WAL_ROTATE_BYTES) {
-      const other = (1 - w.cur) as 0 | 1;
-      if (w.maxId[other] <= w.journaled) {
-        this.walTruncate(other);
-        w.cur = other;
-      }
-    }
     const payload = this.pending.lastEntry();
-    const header = recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
-    const fd = w.fds[w.cur];
-    const pos = w.size[w.cur];
-    try {
-      let done = writevSync(fd, [header, payload], pos);
-      const total = header.byteLength + payload.byteLength;
-      while (done < total) {
-        const [piece, at] = done < header.byteLength ? [header, done] : [payload, done - header.byteLength];
-        done += writeSync(fd, piece, at, piece.byteLength - at, pos + done);
-      }
-      w.size[w.cur] = pos + total;
-      w.maxId[w.cur] = id;
-    } catch (e) {
-      // a disk that refuses the write: the entry still goes to the writer; a partial record ends the file
-      try {
-        ftruncateSync(fd, pos);
-      } catch {}
-      this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
+    // a copy: the ring run may be handed back and reused before the queue is written
+    this.walParts.push(recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE), payload.slice());
+    this.walMax = id;
+    if (this.walDone === null) {
+      this.walDone = new Promise<void>((r) => (this.walResolve = r));
+      setImmediate(() => this.flushWal());
     }
+  }
+
+  /**
+   * Every entry added so far is in the write-ahead file once this settles (undefined: already there, or no file).
+   * `now`: write the queue at once and return undefined.
+   */
+  durable(now = false): Promise<void> | undefined {
+    if (this.walDone === null) return undefined;
+    if (!now) return this.walDone;
+    this.flushWal();
+    return undefined;
+  }
+
+  private flushWal(): void {
+    const resolve = this.walResolve;
+    this.walDone = null;
+    this.walResolve = null;
+    const parts = this.walParts;
+    this.walParts = [];
+    const w = this.wal;
+    if (w !== null && parts.length > 0) {
+      if (w.size[w.cur] > WAL_ROTATE_BYTES) {
+        const other = (1 - w.cur) as 0 | 1;
+        if (w.maxId[other] <= w.journaled) {
+          this.walTruncate(other);
+          w.cur = other;
+        }
+      }
+      const buf = parts.length === 2 ? null : Buffer.concat(parts);
+      const fd = w.fds[w.cur];
+      const pos = w.size[w.cur];
+      try {
+        let done = buf === null ? writevSync(fd, parts, pos) : writeSync(fd, buf, 0, buf.byteLength, pos);
+        const all = buf ?? Buffer.concat(parts);
+        while (done < all.byteLength) done += writeSync(fd, all, done, all.byteLength - done, pos + done);
+        w.size[w.cur] = pos + all.byteLength;
+        w.maxId[w.cur] = this.walMax;
+      } catch (e) {
+        // a disk that refuses the write: the entries still go to the writer; a partial record ends the file
+        try {
+          ftruncateSync(fd, pos);
+        } catch {}
+        this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
+      }
+    }
+    resolve?.();
   }
 
   /** The writer journaled every id up to `upto`: files holding nothing newer are emptied. */
@@ -742,6 +777,7 @@ export class CaptureStore {
     this.pending.discard();
     // what the write-ahead files hold is cleared too (a crash must not bring it back)
     if (this.wal) {
+      this.walParts = [];
       this.walTruncate(0);
       this.walTruncate(1);
     }
@@ -809,6 +845,7 @@ export class CaptureStore {
       this.worker = null;
       w?.terminate();
       // everything was handed to the writer and closed with it: the write-ahead files are not needed any more
+      this.flushWal();
       this.closeWal(!this.dead);
       this.acked = Math.max(this.acked, this.lastQueued);
       this.wakeAckWaiters();

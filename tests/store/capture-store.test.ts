@@ -339,13 +339,14 @@ process.kill(process.pid, "SIGKILL");
     expect(proc.signalCode).toBe("SIGKILL");
   }
 
-  test("kill -9: flushed entries survive, and so do queued ones (the write-ahead file); ids are not reused", async () => {
+  test("kill -9: flushed entries survive, and so do queued ones once durable() settled (the write-ahead file); ids are not reused", async () => {
     const path = join(tempDir(), "crash.db");
     await crashingChild(
       path,
       `for (let i = 0; i < 4; i++) s.add(e);
 await s.flush();
-for (let i = 0; i < 4; i++) s.add({ ...e, url: "https://crash.example/queued" });`,
+for (let i = 0; i < 4; i++) s.add({ ...e, url: "https://crash.example/queued" });
+await s.durable();`,
     );
     const s = await mkStore(path);
     expect(s.recoveredFrom).toBeNull();
@@ -359,7 +360,7 @@ for (let i = 0; i < 4; i++) s.add({ ...e, url: "https://crash.example/queued" })
 
   test("kill -9 after clear: what was cleared stays cleared, later entries survive, ids are not reused", async () => {
     const path = join(tempDir(), "crash2.db");
-    await crashingChild(path, `for (let i = 0; i < 4; i++) s.add(e);\nawait s.clear();\nfor (let i = 0; i < 4; i++) s.add(e);`);
+    await crashingChild(path, `for (let i = 0; i < 4; i++) s.add(e);\nawait s.clear();\nfor (let i = 0; i < 4; i++) s.add(e);\ns.durable(true);`);
     const s = await mkStore(path);
     await s.flush();
     expect(s.count()).toBe(4);

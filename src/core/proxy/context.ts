@@ -33,4 +33,9 @@ export interface ProxyContext {
   clientHeaderSec?: number;
   /** Concurrent client connections accepted; 0 = no cap. */
   maxConnections?: number;
+  /**
+   * Durability barrier of the capture: settles once every flow recorded so far is on disk (undefined when it
+   * already is). `now` writes at once. The proxy sends a response's last byte only after it.
+   */
+  durable?(now?: boolean): Promise<void> | undefined;
 }

@@ -894,6 +894,7 @@ export class HttpSession implements UpstreamOwner {
       if (this.flow !== flow || this.mode === "closed") return;
       const body = flow.response!.body ?? EMPTY;
       if (flow.capture) flow.resBody.add(body);
+      this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
       this.sendResponseHead(flow, body);
       this.resState = "done";
       this.endExchange(flow, false);
@@ -915,8 +916,23 @@ export class HttpSession implements UpstreamOwner {
       this.endExchange(flow, false);
     };
     const r = this.ctx.pipeline.run("response", flow);
-    if (r === undefined) return send();
-    r.then(send, send);
+    if (r === undefined) {
+      const d = this.ctx.durable?.();
+      if (d === undefined) return send();
+      d.then(send);
+      return;
+    }
+    r.then(
+      () => this.durableThen(send),
+      () => this.durableThen(send),
+    );
+  }
+
+  /** Runs `next` once the capture has what was recorded so far on disk. */
+  private durableThen(next: () => void): void {
+    const d = this.ctx.durable?.();
+    if (d === undefined) next();
+    else d.then(next);
   }
 
   /** The response was fully sent: run the response hooks (if not run yet), recycle connections, go on. */
@@ -1017,6 +1033,7 @@ export class HttpSession implements UpstreamOwner {
         }
         if (this.reqState !== "done" && this.reqDecoder) this.closeAfter = true; // unread request body
         this.reqState = this.reqDecoder ? this.reqState : "done";
+        this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
         this.sendResponseHead(flow, b);
         this.resState = "done";
         this.endExchange(flow, false);
@@ -1043,9 +1060,10 @@ export class HttpSession implements UpstreamOwner {
     if (this.reqState !== "done") this.closeAfter = true;
     this.resState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
-    // recorded before the answer goes out (see responseComplete)
+    // recorded (and on disk) before the answer goes out (see responseComplete)
     const r = this.ctx.pipeline.run("error", flow);
     if (r) r.catch(() => {});
+    this.ctx.durable?.(true);
     this.sendResponseHead(flow, body);
     this.reqState = "done";
     this.maybeFinish();
@@ -1153,9 +1171,10 @@ export class HttpSession implements UpstreamOwner {
     this.resState = "done";
     this.reqState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
-    // recorded before the 101 goes out (see responseComplete)
+    // recorded (and on disk) before the 101 goes out (see responseComplete)
     const r = this.ctx.pipeline.run("response", flow);
     if (r) r.catch(() => {});
+    this.ctx.durable?.(true);
     this.sendResponseHeadRaw(flow);
     this.wsTap = this.ctx.webSocketOpened?.(flow) ?? null;
     const up = this.upstream!;
