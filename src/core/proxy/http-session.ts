@@ -252,8 +252,10 @@ export class HttpSession implements UpstreamOwner {
       case "idle":
         this.buf = this.buf.length ? concatBytes(this.buf, d) : d;
         this.headBytes = true;
-        this.armHeadDeadline();
-        return this.parseNext();
+        this.parseNext();
+        // a head still incomplete: its deadline runs (armed only now, so a whole head in one read costs no timer)
+        if (this.reqState === "idle" && this.mode === "http" && this.buf.length > 0) this.armHeadDeadline();
+        return;
       case "stream":
       case "collect":
         return this.pushRequestBody(d);
