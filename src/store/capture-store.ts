@@ -21,7 +21,7 @@
  * - ":memory:" (or "") is a private temporary file, removed by close().
  */
 import { Database } from "bun:sqlite";
-import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync, writevSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
@@ -678,8 +678,9 @@ export class CaptureStore {
    */
   private walAppend(id: number): void {
     const payload = this.pending.lastEntry();
-    // a copy: the ring run may be handed back and reused before the queue is written
-    this.walParts.push(recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE), payload.slice());
+    // a copy (Buffer#slice would be a view): the ring run may be reused, or a batch buffer of its own transferred
+    // to the writer (detached), before the queue is written
+    this.walParts.push(recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE), new Uint8Array(payload));
     this.walMax = id;
     if (this.walDone === null) {
       this.walDone = new Promise<void>((r) => (this.walResolve = r));
@@ -713,12 +714,11 @@ export class CaptureStore {
           w.cur = other;
         }
       }
-      const buf = parts.length === 2 ? null : Buffer.concat(parts);
       const fd = w.fds[w.cur];
       const pos = w.size[w.cur];
       try {
-        let done = buf === null ? writevSync(fd, parts, pos) : writeSync(fd, buf, 0, buf.byteLength, pos);
-        const all = buf ?? Buffer.concat(parts);
+        const all = Buffer.concat(parts);
+        let done = 0;
         while (done < all.byteLength) done += writeSync(fd, all, done, all.byteLength - done, pos + done);
         w.size[w.cur] = pos + all.byteLength;
         w.maxId[w.cur] = this.walMax;

@@ -90,3 +90,38 @@ test(`kill -9 under traffic, ${ROUNDS} rounds: nothing a client received is lost
   }
   expect(checked).toBeGreaterThan(ROUNDS * 10);
 }, 120_000);
+
+test("kill -9 right after durable(): large entries whose batches left the ring (transferred to the writer) survive too", async () => {
+  const dir = tempDir("tapwire-crash-big-");
+  try {
+    const path = join(dir, "capture.db");
+    const script = join(dir, "child.ts");
+    const storeModule = join(import.meta.dir, "..", "..", "src", "store", "capture-store.ts");
+    await Bun.write(
+      script,
+      `import { CaptureStore } from ${JSON.stringify(storeModule)};
+const s = await CaptureStore.open(${JSON.stringify(path)}, { ringBytes: 4096, maxPending: 1 });
+const body = new Uint8Array(20000).fill(65);
+for (let i = 0; i < 20; i++) s.add({ method: "POST", url: "https://big.example/" + i, host: "big.example", status_code: 200, content_type: "",
+  duration_ms: 1, timestamp: 1, client_addr: "t", has_response: true, req_headers: [], res_headers: [],
+  req_body: body, req_body_size: body.length, res_body: body, res_body_size: body.length });
+await s.durable();
+process.kill(process.pid, "SIGKILL");
+`,
+    );
+    const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
+    await proc.exited;
+    expect(proc.signalCode).toBe("SIGKILL");
+    const { CaptureStore } = await import("../../src/store/capture-store.ts");
+    const s = await CaptureStore.open(path);
+    try {
+      await s.flush();
+      expect(s.count()).toBe(20);
+      expect((await s.get(20))!.req_body_size).toBe(20000);
+    } finally {
+      await s.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
