@@ -13,8 +13,9 @@
  *   - slow clients: 2 downloads of 16 MiB read in bursts with 1 s pauses (backpressure all the way up)
  *   - hostile ones: every second a client that sends `GET ` and nothing more (cut by the head deadline)
  *
- *   bun bench/soak.ts [--minutes 10] [--sample-secs 60] [--warmup-secs 60] [--root OTHER_CHECKOUT]
+ *   bun bench/soak.ts [--minutes 10] [--sample-secs 60] [--warmup-secs 60] [--root OTHER_CHECKOUT] [--no-capture]
  *
+ * --no-capture stops capture first (traffic is proxied, nothing stored): the proxy's own memory, without the store's.
  * --root runs another checkout's tapwire (say, main before a change) under the same traffic: a reference to read
  * the figures against.
  */
@@ -28,13 +29,15 @@ import { LeafCertCache } from "../src/core/tls/leaf.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { minutes: { type: "string" }, "sample-secs": { type: "string" }, "warmup-secs": { type: "string" }, root: { type: "string" } },
+  options: { minutes: { type: "string" }, "sample-secs": { type: "string" }, "warmup-secs": { type: "string" }, root: { type: "string" }, "no-capture": { type: "boolean" } },
 });
 const minutes = Number(values.minutes ?? 10);
 const sampleSecs = Number(values["sample-secs"] ?? 60);
 const warmupSecs = Number(values["warmup-secs"] ?? 60);
 /** Another checkout to soak instead (a reference run: the same traffic, the same figures). */
 const root = values.root ?? null;
+/** Capture stopped (traffic is proxied, nothing stored): tells the proxy's own memory from the capture store's. */
+const noCapture = values["no-capture"] ?? false;
 
 // ---------------------------------------------------------------- upstream (this process)
 const leaf = new LeafCertCache(generateCA()).get("localhost");
@@ -62,9 +65,10 @@ const tw = await startTapwire({
   ...(root ? { cmd: [process.execPath, join(root, "src/cli/main.ts")], cwd: root } : {}),
 });
 const pid = tw.proc.pid;
+if (noCapture && (await tw.api("/api/v1/capture/stop", { method: "POST" })).status !== 204) throw new Error("could not stop capture");
 const proxy = `http://127.0.0.1:${tw.handshake.proxy_port}`;
 const proxyPort = tw.handshake.proxy_port!;
-console.log(`tapwire pid ${pid}, proxy ${proxy}, upstream http ${http.port} https ${https.port}; ${minutes} min, sample every ${sampleSecs} s`);
+console.log(`tapwire pid ${pid}${root ? ` (${root})` : ""}${noCapture ? ", capture stopped" : ""}, proxy ${proxy}, upstream http ${http.port} https ${https.port}; ${minutes} min, sample every ${sampleSecs} s`);
 
 const counts = { http: 0, https: 0, big: 0, upload: 0, ws: 0, slow: 0, hostile: 0, errors: 0 };
 let running = true;
