@@ -13,7 +13,7 @@
  *   - slow clients: 2 downloads of 16 MiB read in bursts with 1 s pauses (backpressure all the way up)
  *   - hostile ones: every second a client that sends `GET ` and nothing more (cut by the head deadline)
  *
- *   bun bench/soak.ts [--minutes 10] [--sample-secs 60] [--warmup-secs 60] [--root OTHER_CHECKOUT] [--no-capture]
+ *   bun bench/soak.ts [--minutes 10] [--sample-secs 60] [--warmup-secs 60] [--root OTHER_CHECKOUT] [--no-capture] [--only http,https,big,ws,slow,hostile]
  *
  * --no-capture stops capture first (traffic is proxied, nothing stored): the proxy's own memory, without the store's.
  * --root runs another checkout's tapwire (say, main before a change) under the same traffic: a reference to read
@@ -29,7 +29,7 @@ import { LeafCertCache } from "../src/core/tls/leaf.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { minutes: { type: "string" }, "sample-secs": { type: "string" }, "warmup-secs": { type: "string" }, root: { type: "string" }, "no-capture": { type: "boolean" } },
+  options: { minutes: { type: "string" }, "sample-secs": { type: "string" }, "warmup-secs": { type: "string" }, root: { type: "string" }, "no-capture": { type: "boolean" }, only: { type: "string" } },
 });
 const minutes = Number(values.minutes ?? 10);
 const sampleSecs = Number(values["sample-secs"] ?? 60);
@@ -38,6 +38,9 @@ const warmupSecs = Number(values["warmup-secs"] ?? 60);
 const root = values.root ?? null;
 /** Capture stopped (traffic is proxied, nothing stored): tells the proxy's own memory from the capture store's. */
 const noCapture = values["no-capture"] ?? false;
+/** --only http,https,big,ws,slow,hostile: just these kinds of traffic (to find which one a growth comes with). */
+const only = values.only ? new Set(values.only.split(",")) : null;
+const on = (kind: string) => only === null || only.has(kind);
 
 // ---------------------------------------------------------------- upstream (this process)
 const leaf = new LeafCertCache(generateCA()).get("localhost");
@@ -173,16 +176,16 @@ function hostile(): Promise<void> {
 }
 
 const loops: Promise<void>[] = [];
-for (let i = 0; i < 8; i++) loops.push(loop(() => get(`http://${H}/1k`, "http")));
-for (let i = 0; i < 4; i++) loops.push(loop(() => get(`https://localhost:${https.port}/1k`, "https")));
+if (on("http")) for (let i = 0; i < 8; i++) loops.push(loop(() => get(`http://${H}/1k`, "http")));
+if (on("https")) for (let i = 0; i < 4; i++) loops.push(loop(() => get(`https://localhost:${https.port}/1k`, "https")));
 // large bodies at a steady pace (2 per second each): a realistic mix, not a throughput test of the capture store
-loops.push(
+if (on("big")) loops.push(
   loop(async () => {
     await get(`http://${H}/big?n=${8 * 1024 * 1024}`, "big");
     await Bun.sleep(500);
   }),
 );
-loops.push(
+if (on("big")) loops.push(
   loop(async () => {
     const r = await fetch(`http://${H}/sink`, { proxy, method: "POST", body: BIG.subarray(0, 2 * 1024 * 1024) });
     await r.arrayBuffer();
@@ -190,9 +193,9 @@ loops.push(
     await Bun.sleep(500);
   }),
 );
-for (let i = 0; i < 4; i++) loops.push(loop(() => wsSession(20_000)));
-for (let i = 0; i < 2; i++) loops.push(loop(() => slowDownload(16 * 1024 * 1024)));
-loops.push(
+if (on("ws")) for (let i = 0; i < 4; i++) loops.push(loop(() => wsSession(20_000)));
+if (on("slow")) for (let i = 0; i < 2; i++) loops.push(loop(() => slowDownload(16 * 1024 * 1024)));
+if (on("hostile")) loops.push(
   loop(async () => {
     void hostile();
     await Bun.sleep(1000);

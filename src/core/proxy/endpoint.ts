@@ -53,6 +53,24 @@ export class Endpoint {
     this.stallTimer = setTimeout(() => this.checkStall(), this.stallMs);
   }
 
+  /** Nothing waits for the peer any more (or the socket is gone): no timer keeps this endpoint alive. */
+  private stopStallWatch(): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+  }
+
+  /** The socket closed (by the peer or the OS): drop what was queued for it and every timer. */
+  markClosed(): void {
+    this.closed = true;
+    this.queue = [];
+    this.queued = 0;
+    this.tq = [];
+    this.tqBytes = 0;
+    if (this.pumpTimer) clearTimeout(this.pumpTimer);
+    this.pumpTimer = null;
+    this.stopStallWatch();
+  }
+
   private checkStall(): void {
     this.stallTimer = null;
     if (this.closed || this.queued === 0 || this.stallMs <= 0) return;
@@ -164,6 +182,7 @@ export class Endpoint {
       }
       this.queue.shift();
     }
+    this.stopStallWatch();
     if (this.ending) {
       if (this.tqBytes === 0) this.socket.end();
       return;

@@ -207,6 +207,7 @@ export class HttpSession implements UpstreamOwner {
 
   onClientClose(): void {
     this.clearHeadDeadline();
+    this.ep.markClosed();
     if (this.mode === "closed") return;
     if (this.mode === "tunnel") {
       this.mode = "closed";
@@ -216,7 +217,6 @@ export class HttpSession implements UpstreamOwner {
     }
     const wasWs = this.mode === "websocket";
     this.mode = "closed";
-    this.ep.closed = true;
     this.ctx.sessions.delete(this);
     const flow = this.flow;
     if (wasWs) {

@@ -503,7 +503,7 @@ export class UpstreamPool {
     if (!c.open) return;
     c.open = false;
     c.unwatch();
-    c.ep.closed = true;
+    c.ep.markClosed();
     this.forget(c);
     const owner = c.owner;
     c.owner = null;
