@@ -41,7 +41,7 @@ export function errorResponse(status: number, code: string, message: string): Re
  * The handler converts it with `Number`.
  */
 export const UintString = (description: string) =>
-  t.String({ pattern: "^[0-9]+$", description: `${description} (a non-negative integer)`, error: "expected a non-negative integer (decimal digits only)" });
+  t.String({ pattern: "^[0-9]{1,15}$", description: `${description} (a non-negative integer, at most 15 digits)`, error: "expected a non-negative integer (decimal digits only, at most 15)" });
 
 /**
  * Query parameters a route knows: anything else, or a known one given twice, is a 400 (a filter the caller sent is

@@ -4,6 +4,9 @@ import { errorResponse } from "./errors.ts";
 /** Routes answered without a bearer token. */
 export const PUBLIC_PATHS = new Set(["/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs"]);
 
+/** A value from a client, safe to echo in a message (control characters escaped, length capped). */
+const printable = (s: string) => JSON.stringify(s.slice(0, 200)).slice(1, -1);
+
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
 /** Constant-time token check: both sides are hashed to equal length first, so length leaks nothing either. */
@@ -22,12 +25,22 @@ export interface GuardOptions {
  * Returns a Response to refuse the request, or undefined to let it through.
  */
 export function guardRequest(request: Request, opts: GuardOptions): Response | undefined {
-  const url = new URL(request.url);
-  const host = request.headers.get("host") ?? url.host;
   const port = opts.port();
-  if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`) {
-    return errorResponse(403, "forbidden_host", `Host header '${host}' is not allowed; use 127.0.0.1:${port}`);
+  const ours = (h: string) => h === `127.0.0.1:${port}` || h === `localhost:${port}`;
+  // the request's URL as Bun built it (from the Host header): a Host like `127.0.0.1:PORT@evil.com`, or none at all
+  // (HTTP/1.0), leaves it unparseable, which is the client's mistake, never a 500
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    const sent = request.headers.get("host");
+    if (sent !== null && !ours(sent)) return errorResponse(403, "forbidden_host", `Host header '${printable(sent)}' is not allowed; use 127.0.0.1:${port}`);
+    return errorResponse(400, "bad_request", `missing or invalid Host header; send Host: 127.0.0.1:${port}`);
   }
+  // the Host header is compared as sent (in-process requests have none: their URL says where they go)
+  const host = request.headers.get("host") ?? url.host;
+  if (!ours(host)) return errorResponse(403, "forbidden_host", `Host header '${printable(host)}' is not allowed; use 127.0.0.1:${port}`);
+  if (!ours(url.host)) return errorResponse(403, "forbidden_host", `request target authority '${printable(url.host)}' is not allowed; use 127.0.0.1:${port}`);
   if (PUBLIC_PATHS.has(url.pathname) && request.method === "GET") return undefined;
   // the web UI's page and assets (src/features/ui): the page holds no data; it sends the token on every API call
   if (request.method === "GET" && (url.pathname === "/ui" || url.pathname.startsWith("/ui/"))) return undefined;

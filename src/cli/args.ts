@@ -32,7 +32,12 @@ a fresh token are written to api-handshake.json in the data directory, which the
                             loopback goes through the proxy unless listed
   --intercept-timeout SECS  paused flows resume by themselves after this (default ${DEFAULTS.interceptTimeoutSec})
   --connect-timeout SECS    upstream connect timeout (default ${DEFAULTS.connectTimeoutSec})
-  --idle-timeout SECS       upstream silence before the flow fails (default ${DEFAULTS.idleTimeoutSec})
+  --idle-timeout SECS       upstream silence before the flow fails with 504 (default ${DEFAULTS.idleTimeoutSec})
+  --client-idle-timeout SECS  a client that takes no bytes (or sends none between requests) this long is closed
+                            (default ${DEFAULTS.clientIdleTimeoutSec})
+  --client-header-timeout SECS  total time for a request head or a TLS ClientHello: 408 and close
+                            (default ${DEFAULTS.clientHeaderTimeoutSec})
+  --max-connections N       concurrent client connections; more are refused at once (default ${DEFAULTS.maxConnections})
   --mock-port N             also start the mock listener on this port
   --script-timeout MS       time limit of one script execution (default ${DEFAULTS.scriptTimeoutMs})
   --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)
@@ -108,6 +113,9 @@ export const START_OPTIONS = {
   "intercept-timeout": { type: "string" },
   "connect-timeout": { type: "string" },
   "idle-timeout": { type: "string" },
+  "client-idle-timeout": { type: "string" },
+  "client-header-timeout": { type: "string" },
+  "max-connections": { type: "string" },
   "mock-port": { type: "string" },
   "script-timeout": { type: "string" },
   "script-memory": { type: "string" },
@@ -140,6 +148,9 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     interceptTimeoutSec: int("intercept-timeout", values["intercept-timeout"], DEFAULTS.interceptTimeoutSec, 1),
     connectTimeoutSec: int("connect-timeout", values["connect-timeout"], DEFAULTS.connectTimeoutSec, 1),
     idleTimeoutSec: int("idle-timeout", values["idle-timeout"], DEFAULTS.idleTimeoutSec, 1),
+    clientIdleTimeoutSec: int("client-idle-timeout", values["client-idle-timeout"], DEFAULTS.clientIdleTimeoutSec, 1),
+    clientHeaderTimeoutSec: int("client-header-timeout", values["client-header-timeout"], DEFAULTS.clientHeaderTimeoutSec, 1),
+    maxConnections: int("max-connections", values["max-connections"], DEFAULTS.maxConnections, 1),
     mockPort: values["mock-port"] === undefined ? null : int("mock-port", values["mock-port"], 9100, 0, 65535),
     scriptTimeoutMs: int("script-timeout", values["script-timeout"], DEFAULTS.scriptTimeoutMs, 10, 600_000),
     scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),

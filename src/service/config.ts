@@ -23,6 +23,12 @@ export interface ServiceConfig {
   connectTimeoutSec: number;
   /** Upstream idle timeout (no bytes while waiting), seconds. Default 60. */
   idleTimeoutSec: number;
+  /** A client that accepts none of the bytes waiting for it, or sends nothing between requests, for this long is closed, seconds. Default 120. */
+  clientIdleTimeoutSec?: number;
+  /** Total time a client has to send a request head (and, after CONNECT, its TLS ClientHello), seconds. Default 30. */
+  clientHeaderTimeoutSec?: number;
+  /** Concurrent client connections to the proxy; above it new ones are refused at once. Default 10,000. */
+  maxConnections?: number;
   /** Start the mock listener at launch on this port (null = not started). */
   mockPort: number | null;
   /** Time limit of one script execution, ms. Default 1,000. */
@@ -60,6 +66,9 @@ export const DEFAULTS = {
   interceptTimeoutSec: 300,
   connectTimeoutSec: 10,
   idleTimeoutSec: 60,
+  clientIdleTimeoutSec: 120,
+  clientHeaderTimeoutSec: 30,
+  maxConnections: 10_000,
   scriptTimeoutMs: 1000,
   scriptMemoryBytes: 64 * 1024 * 1024,
   upstreamProxy: null as string | null,

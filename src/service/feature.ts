@@ -28,6 +28,8 @@ export interface FeatureContext {
   feature: <T extends Feature = Feature>(name: string) => T;
   /** The scripts feature's runner (the process's one script engine), for features that run scripts themselves. */
   scriptRunner: () => ScriptRunner;
+  /** The management API's bearer token: never stored in a captured entry (a request through the proxy to the API). */
+  apiToken?: string;
 }
 
 /**

@@ -24,7 +24,7 @@ import { webUi } from "../features/ui/feature.ts";
 import type { InterceptService } from "../features/breakpoints/intercepts.ts";
 import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
-import type { ServiceConfig } from "./config.ts";
+import { DEFAULTS, type ServiceConfig } from "./config.ts";
 import { ensureDataDir, prepareCaptureDb } from "./datadir.ts";
 import type { ScriptRunner } from "../features/scripts/runner.ts";
 import type { Feature, FeatureContext } from "./feature.ts";
@@ -79,7 +79,12 @@ export class TapwireService {
       const db = prepareCaptureDb(dataDir);
       if (db.moved.length) this.log(`tapwire: moved ${db.moved.join(", ")} from ${dataDir} to ${dirname(db.path)}`);
       this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries, maxStoreBytes: this.config.maxStoreBytes });
-      if (this.store.recoveredFrom) this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}`);
+      if (this.store.recoveredFrom) {
+        const sv = this.store.salvage;
+        const counts = sv ? `; ${sv.saved} entries were read back from it, ${sv.lost} could not be read and were left behind` : "";
+        this.log(`tapwire: capture database was corrupt; moved aside to ${this.store.recoveredFrom}${counts}`);
+      }
+      if (this.store.wasEmpty) this.log(`tapwire: capture database ${db.path} was an empty file (0 bytes): the capture starts empty`);
       this.startProxy();
       for (const f of this.features) await f.start?.();
       this.app = buildApi({ token: this.token, port: () => this.apiPort, version: this.version, routes: this.routes() });
@@ -124,6 +129,7 @@ export class TapwireService {
       capture: this.capture,
       proxy: () => this.proxyCtx,
       onStored: (l) => this.captureAddon.onStored(l),
+      apiToken: this.token,
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
       feature: (name) => this.feature(name),
       scriptRunner: () => this.feature<Feature & { runner: ScriptRunner }>("scripts").runner,
@@ -148,7 +154,10 @@ export class TapwireService {
       maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),
       label: (addr, port) => labeler.resolve(addr, port, this.proxy?.port ?? 0),
       sessions: new Set(),
-      clientIdleSec: 120,
+      clientIdleSec: this.config.clientIdleTimeoutSec ?? DEFAULTS.clientIdleTimeoutSec,
+      clientHeaderSec: this.config.clientHeaderTimeoutSec ?? DEFAULTS.clientHeaderTimeoutSec,
+      maxConnections: this.config.maxConnections ?? DEFAULTS.maxConnections,
+      durable: (now) => this.store.durable(now),
       webSocketOpened: wsFeatures.length ? (flow) => {
         for (const f of wsFeatures) {
           const tap = f.webSocketOpened!(flow);

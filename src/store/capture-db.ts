@@ -20,7 +20,7 @@
  * - WAL + synchronous=NORMAL: every committed batch survives kill -9.
  */
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, closeSync, copyFileSync, existsSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { decodeBodyBytes, type DecodedBodyBytes } from "./body-decode.ts";
 import { packBody, unpackText, Z_NONE } from "./body-pack.ts";
 import type { WireRow, WriterStatus } from "./capture-protocol.ts";
@@ -88,6 +88,91 @@ export function urlPath(url: string): string {
   const cut = rest.search(/[?#]/);
   const path = cut >= 0 ? rest.slice(0, cut) : rest;
   return path === "" ? "/" : path;
+}
+
+const ENTRY_TABLES = ["entries", "details", "bodies"] as const;
+/** Ids read per query while salvaging; a range that fails is read id by id. */
+const SALVAGE_CHUNK = 256;
+
+/**
+ * Reads every entry that can still be read from a corrupt database (moved aside) into the fresh one: the ids are
+ * walked in ranges, a range whose pages are damaged is read id by id, and an entry is kept only when its row in
+ * each table could be read. Returns how many were saved and how many ids could not be read (left behind in the
+ * moved-aside file). The search index picks the saved entries up like new ones.
+ */
+export function salvageInto(from: string, to: Database): { saved: number; lost: number } {
+  let src: Database;
+  try {
+    src = new Database(from, { readonly: true, strict: true });
+  } catch {
+    return { saved: 0, lost: 0 };
+  }
+  let saved = 0;
+  let lost = 0;
+  try {
+    const top = (sql: string): number => {
+      try {
+        return ((src.query(sql).get() as { m: number | null } | null)?.m ?? 0) || 0;
+      } catch {
+        return 0;
+      }
+    };
+    let maxId = top("SELECT MAX(id) AS m FROM entries");
+    if (maxId === 0) maxId = top("SELECT value AS m FROM meta WHERE key = 'id_ceiling'");
+    const insert = new Map<string, (row: Record<string, unknown>) => void>();
+    const inserter = (table: string, row: Record<string, unknown>) => {
+      const cols = Object.keys(row);
+      const key = `${table}:${cols.join(",")}`;
+      let f = insert.get(key);
+      if (!f) {
+        const stmt = to.prepare(`INSERT OR IGNORE INTO ${table} (${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})`);
+        f = (r) => stmt.run(...(cols.map((c) => r[c]) as never[]));
+        insert.set(key, f);
+      }
+      f(row);
+    };
+    const readRange = (lo: number, hi: number): Map<string, Record<string, unknown>[]> => {
+      const out = new Map<string, Record<string, unknown>[]>();
+      for (const t of ENTRY_TABLES) out.set(t, src.query(`SELECT * FROM ${t} WHERE id BETWEEN ? AND ? ORDER BY id`).all(lo, hi) as Record<string, unknown>[]);
+      return out;
+    };
+    const keep = (rows: Map<string, Record<string, unknown>[]>) => {
+      const byId = (t: string) => new Map((rows.get(t) ?? []).map((r) => [r.id as number, r]));
+      const d = byId("details");
+      const b = byId("bodies");
+      for (const e of rows.get("entries") ?? []) {
+        const id = e.id as number;
+        if (!d.has(id) || !b.has(id)) {
+          lost++;
+          continue;
+        }
+        inserter("entries", e);
+        inserter("details", d.get(id)!);
+        inserter("bodies", b.get(id)!);
+        saved++;
+      }
+    };
+    to.transaction(() => {
+      for (let lo = 1; lo <= maxId; lo += SALVAGE_CHUNK) {
+        const hi = Math.min(maxId, lo + SALVAGE_CHUNK - 1);
+        try {
+          keep(readRange(lo, hi));
+        } catch {
+          for (let id = lo; id <= hi; id++) {
+            try {
+              keep(readRange(id, id));
+            } catch {
+              lost++;
+            }
+          }
+        }
+      }
+      to.run("INSERT OR REPLACE INTO meta (key, value) VALUES ('id_ceiling', max(COALESCE((SELECT value FROM meta WHERE key = 'id_ceiling'), 0), ?))", [maxId]);
+    })();
+  } finally {
+    src.close();
+  }
+  return { saved, lost };
 }
 
 function isCorruptionError(e: unknown): boolean {
@@ -219,6 +304,10 @@ export interface WriterOptions {
 export class CaptureWriter {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
   readonly recoveredFrom: string | null = null;
+  /** After a corrupt file was moved aside: entries read back from it into the new one, and ids that could not be read. */
+  readonly salvage: { saved: number; lost: number } | null = null;
+  /** The database file existed but was empty (0 bytes): the capture starts empty, and the caller says so. */
+  readonly wasEmpty: boolean = false;
   readonly db: Database;
   hasFts = false;
   /** Rows in the entries table (kept in memory so count and eviction need no COUNT(*)). */
@@ -246,9 +335,24 @@ export class CaptureWriter {
     this.maxStoreBytes = Math.max(1024 * 1024, Math.floor(opts.maxStoreBytes ?? Number.MAX_SAFE_INTEGER));
     this.genSize = Math.max(MIN_GEN_SIZE, Math.ceil(this.maxEntries / GENERATIONS));
     let db: Database | null = null;
+    // every captured cookie and token lives here: owner-only, the -wal and -shm files too (SQLite gives them
+    // the main file's mode); a file an older version left 0644 is narrowed
+    try {
+      if (existsSync(dbPath)) this.wasEmpty = statSync(dbPath).size === 0;
+      else closeSync(openSync(dbPath, "a", 0o600));
+      for (const suffix of ["", "-wal", "-shm"]) if (existsSync(dbPath + suffix)) chmodSync(dbPath + suffix, 0o600);
+    } catch {
+      // not ours to change: SQLite reports what it cannot open
+    }
     try {
       db = new Database(dbPath, { create: true, strict: true });
       this.init(db);
+      // the first reads touch the tables' pages: a damaged one shows here, while the file can still be moved aside
+      // (NOT INDEXED: a count would otherwise read the smallest index, not the table). These scans grow with the
+      // store: the price of salvaging at open rather than failing later (#21 over #20's no-scan start-up)
+      db.query("SELECT MAX(id) AS m, COUNT(*) AS c FROM entries NOT INDEXED").get();
+      db.query("SELECT COUNT(*) AS c FROM details").get();
+      db.query("SELECT COUNT(*) AS c FROM bodies").get();
     } catch (e) {
       const corrupt = isCorruptionError(e);
       const movedTo = `${dbPath}.corrupt-${Date.now()}`;
@@ -263,8 +367,16 @@ export class CaptureWriter {
       renameSync(dbPath, movedTo);
       for (const suffix of ["-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });
       this.recoveredFrom = movedTo;
+      closeSync(openSync(dbPath, "a", 0o600));
       db = new Database(dbPath, { create: true, strict: true });
       this.init(db);
+      this.salvage = salvageInto(movedTo, db);
+      if (this.salvage.saved > 0) {
+        // what the writer keeps beside the rows: the exact count and the hosts table of the host filter
+        db.run("INSERT OR REPLACE INTO meta (key, value) SELECT 'entry_count', COUNT(*) FROM entries");
+        db.run("DELETE FROM hosts");
+        db.run("INSERT INTO hosts (host_lc, n) SELECT host_lc, COUNT(*) FROM entries GROUP BY host_lc");
+      }
     }
     this.db = db;
     this.pageSize = (db.query("PRAGMA page_size").get() as { page_size: number }).page_size;

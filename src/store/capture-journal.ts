@@ -12,12 +12,15 @@
  *   little-endian) followed by the batch exactly as posted. Magic "TWJ2": the entries in the binary form of
  *   entry-codec.ts (second length 0). Magic "TWJ1", written by tapwire 0.1 before that form existed and still read:
  *   the rows as JSON (UTF-8), then every body back to back (the second length).
+ * - The main thread's write-ahead files `wal-0.twm` and `wal-1.twm` (capture-store.ts): every entry as a record
+ *   of its own, in this format, written before the proxy sends the response's last byte. At the first open they
+ *   are read, records not already in a segment are appended to the journal like any batch, and the files go.
  * - Durability: a record is acknowledged after write() returned, so it survives kill -9 (the kernel has it);
  *   a record cut short by a crash was never acknowledged and is cut off at the next open. Which records are
  *   already in SQLite is told by the database itself (meta.journal_upto, written in the same transaction as the
  *   rows): the journal is only ever read forward from there.
  */
-import { closeSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeSync, writevSync } from "node:fs";
+import { closeSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeSync, writevSync } from "node:fs";
 import { join } from "node:path";
 import { type DecodedBatch, decodeBatch, decodeJsonBatch } from "./entry-codec.ts";
 
@@ -27,6 +30,21 @@ const MAGIC = 0x324a5754; // "TWJ2"
 /** A new segment is started once the current one holds this much. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^(\d{16})\.twj$/;
+/** The main thread's write-ahead files (see capture-store.ts), in this folder. */
+export const WAL_FILES = ["wal-0.twm", "wal-1.twm"] as const;
+
+/** The 40-byte header of a record (format 2) of `payloadLen` bytes. */
+export function recordHeader(payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): Buffer {
+  const header = Buffer.allocUnsafe(HEADER_BYTES);
+  header.writeUInt32LE(MAGIC, 0);
+  header.writeUInt32LE(payloadLen, 4);
+  header.writeUInt32LE(0, 8);
+  header.writeUInt32LE(count, 12);
+  header.writeDoubleLE(firstId, 16);
+  header.writeDoubleLE(lastId, 24);
+  header.writeDoubleLE(ceiling, 32);
+  return header;
+}
 
 export interface JournalRecord {
   /** The batch's seq on the main thread (0: found in the journal at open). */
@@ -77,8 +95,50 @@ export class CaptureJournal {
    * short by a crash is cut off. Every record found is queued: release(upto) then forgets those SQLite already
    * has (the database's journal_upto is known only after this scan, which also tells the ids to open it with).
    */
-  static open(dir: string): CaptureJournal {
+  static open(dir: string, importWal = false): CaptureJournal {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const j = CaptureJournal.scan(dir);
+    if (importWal) j.importWal();
+    return j;
+  }
+
+  /**
+   * The main thread's write-ahead files: their records newer than anything in the segments (ids already
+   * materialised are released afterwards by the caller, as for any record) become journal records; then the
+   * files are removed. A record cut short (the crash hit mid-write) ends a file.
+   */
+  private importWal(): void {
+    const found = new Map<number, { payload: Uint8Array; ceiling: number }>();
+    for (const name of WAL_FILES) {
+      const path = join(this.dir, name);
+      let buf: Buffer;
+      try {
+        buf = readFileSync(path);
+      } catch {
+        continue;
+      }
+      let pos = 0;
+      while (pos + HEADER_BYTES <= buf.length) {
+        if (buf.readUInt32LE(pos) !== MAGIC) break;
+        const len = buf.readUInt32LE(pos + 4);
+        const count = buf.readUInt32LE(pos + 12);
+        const id = buf.readDoubleLE(pos + 16);
+        const ceiling = buf.readDoubleLE(pos + 32);
+        const end = pos + HEADER_BYTES + len;
+        if (end > buf.length || count !== 1 || !Number.isFinite(id) || !Number.isFinite(ceiling)) break;
+        if (id > this.maxId) found.set(id, { payload: buf.subarray(pos + HEADER_BYTES, end), ceiling });
+        pos = end;
+      }
+    }
+    const ids = [...found.keys()].sort((a, b) => a - b);
+    for (const id of ids) {
+      const r = found.get(id)!;
+      this.append(0, r.payload, 1, id, id, r.ceiling);
+    }
+    for (const name of WAL_FILES) rmSync(join(this.dir, name), { force: true });
+  }
+
+  private static scan(dir: string): CaptureJournal {
     const j = new CaptureJournal(dir);
     const names = readdirSync(dir)
       .map((f) => SEGMENT_RE.exec(f))

@@ -71,6 +71,10 @@ export interface OpenedReply {
   nextId?: number;
   stored?: number;
   recoveredFrom?: string | null;
+  /** After a corrupt file was moved aside: entries read back from it, and ids that could not be read. */
+  salvage?: { saved: number; lost: number } | null;
+  /** The database file was there but empty (0 bytes). */
+  wasEmpty?: boolean;
   hasFts?: boolean;
   /** Every id up to this one is readable (the journal found at open may hold later ones). */
   readable?: number;

@@ -13,18 +13,36 @@
  *   transaction: exact whatever the indexing backlog.
  * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
  *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
- * - Durability: what the worker acknowledged survives kill -9 (WAL, synchronous=NORMAL). A crash loses what
- *   was still queued (at most flushIntervalMs of traffic) or in flight. Ids are never reused, crash or not.
+ * - Durability: every entry is also appended, as it is added, to a write-ahead file of the main thread
+ *   (`<db>.journal/wal-0.twm` / `wal-1.twm`, one write() of the bytes already encoded, no fsync): the proxy adds
+ *   the entry before it sends the response's last byte, so a flow whose response a client received survives
+ *   kill -9 (the kernel has the bytes). The writer's first open moves those records into its journal. What the
+ *   worker acknowledged survives as before (journal, WAL, synchronous=NORMAL). Ids are never reused, crash or not.
  * - ":memory:" (or "") is a private temporary file, removed by close().
  */
 import { Database } from "bun:sqlite";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bodyFinder, unpackForApi } from "./body-pack.ts";
 import { ftsTable, tuneConnection } from "./capture-db.ts";
 import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
+import { recordHeader, WAL_FILES } from "./capture-journal.ts";
+
+/** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
+const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
+
+/** The main thread's two write-ahead files (see the durability note above). */
+interface Wal {
+  fds: [number, number];
+  size: [number, number];
+  /** Highest id written to each. */
+  maxId: [number, number];
+  cur: 0 | 1;
+  /** Every id up to this one is in the writer's journal (or SQLite). */
+  journaled: number;
+}
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
 export { urlPath } from "./capture-db.ts";
@@ -180,6 +198,10 @@ const WRITER_URL = new URL("./capture-writer.ts", import.meta.url);
 export class CaptureStore {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
   recoveredFrom: string | null = null;
+  /** With recoveredFrom: entries read back from the corrupt file, and ids that could not be read. */
+  salvage: { saved: number; lost: number } | null = null;
+  /** The database file was there but empty (0 bytes) at open: the capture started empty. */
+  wasEmpty = false;
   /**
    * The last error of a write nobody waited for (timer, maxPending, reads), or of the writer itself (it died, it
    * is behind and entries are dropped); flush() rejects instead. Null again after a good background write.
@@ -230,6 +252,7 @@ export class CaptureStore {
   private openWaiter: { reject: (e: Error) => void } | null = null;
   /** killWriterForTest's caller, told when the writer's end has been dealt with. */
   private afterWriterStopped: (() => void) | null = null;
+  private wal: Wal | null = null;
 
   private constructor(dbPath: string, opts: CaptureStoreOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries ?? 100_000));
@@ -261,10 +284,13 @@ export class CaptureStore {
       s.acked = Math.min(opened.readable, s.lastQueued);
       s.stored = opened.stored;
       s.recoveredFrom = opened.recoveredFrom;
+      s.salvage = opened.salvage;
+      s.wasEmpty = opened.wasEmpty;
       s.hasFts = opened.hasFts;
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader, "reader");
       s.reader = reader;
+      s.openWal();
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
@@ -277,7 +303,7 @@ export class CaptureStore {
 
   // --- the writer ------------------------------------------------------------------------------------------------
 
-  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; hasFts: boolean; readable: number }> {
+  private startWriter(): Promise<{ nextId: number; stored: number; recoveredFrom: string | null; salvage: { saved: number; lost: number } | null; wasEmpty: boolean; hasFts: boolean; readable: number }> {
     const w = new Worker(WRITER_URL);
     this.worker = w;
     this.workerRefd = true;
@@ -309,7 +335,7 @@ export class CaptureStore {
         }
         this.stored = m.stored ?? 0;
         const nextId = m.nextId ?? 1;
-        resolve({ nextId, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, hasFts: m.hasFts === true, readable: m.readable ?? nextId - 1 });
+        resolve({ nextId, stored: m.stored ?? 0, recoveredFrom: m.recoveredFrom ?? null, salvage: m.salvage ?? null, wasEmpty: m.wasEmpty === true, hasFts: m.hasFts === true, readable: m.readable ?? nextId - 1 });
       };
       w.postMessage({
         t: "open",
@@ -453,6 +479,7 @@ export class CaptureStore {
       if (rec.kind === "batch") {
         this.stored = m.stored;
         this.release(rec);
+        this.walTrim(rec.upto);
         this.checkCaughtUp();
       }
       return;
@@ -461,6 +488,7 @@ export class CaptureStore {
     if (rec.kind === "batch") {
       this.stored = m.stored;
       this.release(rec);
+      this.walTrim(rec.upto);
       if (rec.upto > this.acked) this.acked = rec.upto;
       rec.error = rec.encodeError ?? m.error;
       if (!rec.foreground) {
@@ -619,7 +647,7 @@ export class CaptureStore {
     }
     // encoded now, while the flow's data is fresh in the caches; an entry that cannot be encoded is reported with
     // its batch (flush() rejects with it), the others go on
-    this.pending.add(id, e);
+    if (this.pending.add(id, e) && this.wal !== null) this.walAppend(id);
     this.lastQueued = id;
     if (this.pending.count >= this.maxPending) {
       this.post(false);
@@ -656,6 +684,117 @@ export class CaptureStore {
     return this.waitAcked(Math.min(id, this.lastQueued));
   }
 
+  // --- the main thread's write-ahead files ---------------------------------------------------------------------
+
+  /** Fresh write-ahead files (the writer's first open took in what the last run left). Not for a temporary store. */
+  private openWal(): void {
+    if (this.tempDir !== null) return;
+    const dir = `${this.path}.journal`;
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      const fds = WAL_FILES.map((n) => openSync(join(dir, n), "w", 0o600)) as [number, number];
+      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0 };
+    } catch (e) {
+      console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
+    }
+  }
+
+  private walParts: Uint8Array[] = [];
+  private walMax = 0;
+  private walDone: Promise<void> | null = null;
+  private walResolve: (() => void) | null = null;
+
+  /**
+   * Queues the entry just encoded for the write-ahead file; the queue is written with one write() in the same
+   * event-loop iteration (setImmediate), or at once by durable(true). The proxy holds a response's last byte until
+   * durable() settles, so entries finishing together share one system call.
+   */
+  private walAppend(id: number): void {
+    const payload = this.pending.lastEntry();
+    // a copy (Buffer#slice would be a view): the ring run may be reused, or a batch buffer of its own transferred
+    // to the writer (detached), before the queue is written
+    this.walParts.push(recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE), new Uint8Array(payload));
+    this.walMax = id;
+    if (this.walDone === null) {
+      this.walDone = new Promise<void>((r) => (this.walResolve = r));
+      setImmediate(() => this.flushWal());
+    }
+  }
+
+  /**
+   * Every entry added so far is in the write-ahead file once this settles (undefined: already there, or no file).
+   * `now`: write the queue at once and return undefined.
+   */
+  durable(now = false): Promise<void> | undefined {
+    if (this.walDone === null) return undefined;
+    if (!now) return this.walDone;
+    this.flushWal();
+    return undefined;
+  }
+
+  private flushWal(): void {
+    const resolve = this.walResolve;
+    this.walDone = null;
+    this.walResolve = null;
+    const parts = this.walParts;
+    this.walParts = [];
+    const w = this.wal;
+    if (w !== null && parts.length > 0) {
+      if (w.size[w.cur] > WAL_ROTATE_BYTES) {
+        const other = (1 - w.cur) as 0 | 1;
+        if (w.maxId[other] <= w.journaled) {
+          this.walTruncate(other);
+          w.cur = other;
+        }
+      }
+      const fd = w.fds[w.cur];
+      const pos = w.size[w.cur];
+      try {
+        const all = Buffer.concat(parts);
+        let done = 0;
+        while (done < all.byteLength) done += writeSync(fd, all, done, all.byteLength - done, pos + done);
+        w.size[w.cur] = pos + all.byteLength;
+        w.maxId[w.cur] = this.walMax;
+      } catch (e) {
+        // a disk that refuses the write: the entries still go to the writer; a partial record ends the file
+        try {
+          ftruncateSync(fd, pos);
+        } catch {}
+        this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
+      }
+    }
+    resolve?.();
+  }
+
+  /** The writer journaled every id up to `upto`: files holding nothing newer are emptied. */
+  private walTrim(upto: number): void {
+    const w = this.wal;
+    if (w === null) return;
+    if (upto > w.journaled) w.journaled = upto;
+    for (const i of [0, 1] as const) if (w.size[i] > 0 && w.maxId[i] <= w.journaled && (i !== w.cur || w.maxId[1 - i]! <= w.journaled)) this.walTruncate(i);
+  }
+
+  private walTruncate(i: 0 | 1): void {
+    const w = this.wal!;
+    if (w.size[i] === 0) return;
+    try {
+      ftruncateSync(w.fds[i], 0);
+      w.size[i] = 0;
+    } catch {}
+  }
+
+  private closeWal(remove: boolean): void {
+    const w = this.wal;
+    if (w === null) return;
+    this.wal = null;
+    for (const fd of w.fds) {
+      try {
+        closeSync(fd);
+      } catch {}
+    }
+    if (remove) for (const n of WAL_FILES) rmSync(join(`${this.path}.journal`, n), { force: true });
+  }
+
   /** Deletes one entry; false when there is no such entry. */
   async delete(id: number): Promise<boolean> {
     this.assertOpen();
@@ -669,6 +808,12 @@ export class CaptureStore {
     this.cancelTimer();
     const dropped = this.lastQueued;
     this.pending.discard();
+    // what the write-ahead files hold is cleared too (a crash must not bring it back)
+    if (this.wal) {
+      this.walParts = [];
+      this.walTruncate(0);
+      this.walTruncate(1);
+    }
     await this.request({ t: "clear", seq: this.nextSeq(), ceiling: this.nextId - 1 + ID_RESERVE });
     // the queued entries that were dropped are settled too
     if (dropped > this.acked) this.acked = dropped;
@@ -740,6 +885,9 @@ export class CaptureStore {
       const w = this.worker;
       this.worker = null;
       w?.terminate();
+      // everything was handed to the writer and closed with it: the write-ahead files are not needed any more
+      this.flushWal();
+      this.closeWal(!this.dead);
       this.acked = Math.max(this.acked, this.lastQueued);
       this.wakeAckWaiters();
       if (this.tempDir) rmSync(this.tempDir, { recursive: true, force: true });

@@ -219,7 +219,8 @@ function indexStep(): void {
 
 function open(m: Extract<WriterRequest, { t: "open" }>): void {
   try {
-    const j = CaptureJournal.open(`${m.path}.journal`);
+    // the main thread's write-ahead files are read at the first open only (later it is writing them)
+    const j = CaptureJournal.open(`${m.path}.journal`, m.assigned === 0);
     const w = new CaptureWriter(m.path, { maxEntries: m.maxEntries, maxStoreBytes: m.maxStoreBytes, assigned: m.assigned, idReserve: m.idReserve });
     // the journal is disk beside the bound: at most an eighth of it
     journalMaxBytes = Math.max(1024 * 1024, Math.min(journalMaxBytes, Math.floor(m.maxStoreBytes / 8)));
@@ -234,7 +235,7 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
     busyWindowMs = Math.max(0, m.busyWindowMs);
     lastSeenId = w.nextId - 1;
     lastReadable = readable();
-    send({ t: "opened", ok: true, nextId: w.nextId, stored: storedCount(), recoveredFrom: w.recoveredFrom, hasFts: w.hasFts, readable: lastReadable });
+    send({ t: "opened", ok: true, nextId: w.nextId, stored: storedCount(), recoveredFrom: w.recoveredFrom, salvage: w.salvage, wasEmpty: w.wasEmpty, hasFts: w.hasFts, readable: lastReadable });
     if (j.queue.length > 0) console.error(`capture writer: ${j.entries} entries found in the journal are written into the database`);
     scheduleMaterialize();
     scheduleIndexing();

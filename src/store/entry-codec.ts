@@ -189,12 +189,20 @@ export class BatchBuilder {
     return this.off - this.start;
   }
 
+  private lastStart = 0;
+
+  /** The encoded bytes of the entry add() just accepted (a view, valid until the next add). */
+  lastEntry(): Uint8Array {
+    return this.buf.subarray(this.lastStart, this.off);
+  }
+
   /** Encodes one entry; false when it cannot be (counted in failed and error, and left out). */
   add(id: number, e: NewEntry): boolean {
     for (let attempt = 0; ; attempt++) {
       const at = this.off;
       try {
         this.encode(id, e);
+        this.lastStart = at;
         if (this.count === 0) this.first = id;
         this.last = id;
         this.count++;

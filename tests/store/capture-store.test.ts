@@ -339,28 +339,32 @@ process.kill(process.pid, "SIGKILL");
     expect(proc.signalCode).toBe("SIGKILL");
   }
 
-  test("kill -9: flushed entries survive, queued ones are lost, their ids are not reused", async () => {
+  test("kill -9: flushed entries survive, and so do queued ones once durable() settled (the write-ahead file); ids are not reused", async () => {
     const path = join(tempDir(), "crash.db");
     await crashingChild(
       path,
       `for (let i = 0; i < 4; i++) s.add(e);
 await s.flush();
-for (let i = 0; i < 4; i++) s.add({ ...e, url: "https://crash.example/lost" });`,
+for (let i = 0; i < 4; i++) s.add({ ...e, url: "https://crash.example/queued" });
+await s.durable();`,
     );
     const s = await mkStore(path);
     expect(s.recoveredFrom).toBeNull();
-    expect(s.count()).toBe(4);
-    expect(await ids(s, {})).toEqual([4, 3, 2, 1]);
+    await s.flush();
+    expect(s.count()).toBe(8);
+    expect(await ids(s, {})).toEqual([8, 7, 6, 5, 4, 3, 2, 1]);
     expect((await s.get(3))!.res_body).toBe("committed body");
-    expect((await s.list({ search: "lost" })).total).toBe(0);
+    expect((await s.list({ search: "crash.example/queued" })).total).toBe(4);
     expect(s.add(entry())).toBeGreaterThan(8);
   });
 
-  test("kill -9 after clear: ids handed out after the clear are not reused either", async () => {
+  test("kill -9 after clear: what was cleared stays cleared, later entries survive, ids are not reused", async () => {
     const path = join(tempDir(), "crash2.db");
-    await crashingChild(path, `for (let i = 0; i < 4; i++) s.add(e);\nawait s.clear();\nfor (let i = 0; i < 4; i++) s.add(e);`);
+    await crashingChild(path, `for (let i = 0; i < 4; i++) s.add(e);\nawait s.clear();\nfor (let i = 0; i < 4; i++) s.add(e);\ns.durable(true);`);
     const s = await mkStore(path);
-    expect(s.count()).toBe(0);
+    await s.flush();
+    expect(s.count()).toBe(4);
+    expect(await ids(s, {})).toEqual([8, 7, 6, 5]);
     expect(s.add(entry())).toBeGreaterThan(8);
   });
 });

@@ -27,6 +27,15 @@ export interface ProxyContext {
   webSocketOpened?(flow: Flow): WebSocketTap | null;
   /** Open client sessions, so stop() can close them. */
   sessions: Set<{ destroy(): void }>;
-  /** Idle timeout for client connections between requests, seconds. */
+  /** Idle timeout for client connections between requests, and for a client that accepts no bytes, seconds. */
   clientIdleSec: number;
+  /** Total time for a request head (or a ClientHello after CONNECT), seconds; 0 = none. */
+  clientHeaderSec?: number;
+  /** Concurrent client connections accepted; 0 = no cap. */
+  maxConnections?: number;
+  /**
+   * Durability barrier of the capture: settles once every flow recorded so far is on disk (undefined when it
+   * already is). `now` writes at once. The proxy sends a response's last byte only after it.
+   */
+  durable?(now?: boolean): Promise<void> | undefined;
 }

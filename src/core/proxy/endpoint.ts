@@ -34,12 +34,64 @@ export class Endpoint {
   private pumpTimer: ReturnType<typeof setTimeout> | null = null;
   private throttleFull = false;
   private corked: Uint8Array[] | null = null;
+  /** Called when a paused endpoint is resumed (the upstream silence clock restarts then). */
+  onResume: (() => void) | null = null;
+  /**
+   * Stall limit, ms: when bytes wait for the peer and it accepts none of them for this long, `onStall` is called
+   * (0 = no limit). Only bytes the kernel refused count: bytes a throttle holds back are tapwire's own doing.
+   */
+  stallMs = 0;
+  onStall: (() => void) | null = null;
+  private lastProgress = 0;
+  private stallTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(public socket: Socket<any>) {}
+
+  /** Bytes are queued for the peer: watch that it keeps accepting them. */
+  private watchStall(): void {
+    if (this.stallMs <= 0 || this.stallTimer) return;
+    this.stallTimer = setTimeout(() => this.checkStall(), this.stallMs);
+  }
+
+  /** Nothing waits for the peer any more (or the socket is gone): no timer keeps this endpoint alive. */
+  private stopStallWatch(): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+  }
+
+  /** The socket closed (by the peer or the OS): drop what was queued for it and every timer. */
+  markClosed(): void {
+    this.closed = true;
+    this.queue = [];
+    this.queued = 0;
+    this.tq = [];
+    this.tqBytes = 0;
+    if (this.pumpTimer) clearTimeout(this.pumpTimer);
+    this.pumpTimer = null;
+    this.stopStallWatch();
+  }
+
+  private checkStall(): void {
+    this.stallTimer = null;
+    if (this.closed || this.queued === 0 || this.stallMs <= 0) return;
+    const left = this.lastProgress + this.stallMs - performance.now();
+    if (left > 0) {
+      this.stallTimer = setTimeout(() => this.checkStall(), left);
+      return;
+    }
+    this.onStall?.();
+  }
 
   /** Collect writes until uncork(), then send them as one write (one syscall, one TLS record). */
   cork(): void {
     this.corked ??= [];
+  }
+
+  /** Drop what was corked (nothing of it reached the peer). Returns true if there was a cork. */
+  discardCork(): boolean {
+    if (this.corked === null) return false;
+    this.corked = null;
+    return true;
   }
 
   uncork(): boolean {
@@ -111,6 +163,8 @@ export class Endpoint {
     const rest = data.slice(n);
     this.queue.push(rest);
     this.queued += rest.length;
+    this.lastProgress = performance.now();
+    this.watchStall();
     return this.queued < HIGH_WATER;
   }
 
@@ -120,6 +174,7 @@ export class Endpoint {
       const d = this.queue[0]!;
       const n = this.socket.write(d);
       if (n < 0) return;
+      if (n > 0) this.lastProgress = performance.now();
       this.queued -= n;
       if (n < d.length) {
         this.queue[0] = d.subarray(n);
@@ -127,6 +182,7 @@ export class Endpoint {
       }
       this.queue.shift();
     }
+    this.stopStallWatch();
     if (this.ending) {
       if (this.tqBytes === 0) this.socket.end();
       return;
@@ -153,6 +209,8 @@ export class Endpoint {
     this.tqBytes = 0;
     if (this.pumpTimer) clearTimeout(this.pumpTimer);
     this.pumpTimer = null;
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
     try {
       this.socket.terminate();
     } catch {}
@@ -168,6 +226,7 @@ export class Endpoint {
     if (!this.paused || this.closed) return;
     this.paused = false;
     this.socket.resume();
+    this.onResume?.();
   }
 
   get isPaused(): boolean {

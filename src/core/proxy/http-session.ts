@@ -3,7 +3,7 @@ import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, par
 import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
-import { F_CONNECTION, F_EXPECT, F_UPGRADE } from "../http1/fields.ts";
+import { F_CONNECTION, F_EXPECT, F_HOST, F_UPGRADE } from "../http1/fields.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
@@ -18,6 +18,8 @@ const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")])
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
+/** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
+const MAX_INTERIM = 10;
 const CHUNKED: Framing = { kind: "chunked" };
 /** Chunks this large go out as size line, data and CRLF, without copying the data into a framed buffer. */
 const CHUNK_COPY_MAX = 8 * 1024;
@@ -47,10 +49,10 @@ type ResState = "none" | "head" | "hooks" | "body" | "collect" | "done";
 /** Handlers shared by every accepted client socket (plain and TLS); the session lives in socket.data. */
 export const clientSocketHandlers = {
   data(s: Socket<HttpSession>, d: Uint8Array) {
-    s.data.onClientData(d);
+    s.data?.onClientData(d);
   },
   drain(s: Socket<HttpSession>) {
-    s.data.onClientDrain();
+    s.data?.onClientDrain();
   },
   close(s: Socket<HttpSession>) {
     s.data?.onClientClose();
@@ -120,7 +122,44 @@ export class HttpSession implements UpstreamOwner {
     socket.data = this;
     ctx.sessions.add(this);
     this.ep.onDrain = () => this.onClientWritable();
+    // a client that stops taking what it asked for is governed by its own timer, never the upstream's
+    this.ep.stallMs = ctx.clientIdleSec * 1000;
+    this.ep.onStall = () => this.onClientStalled();
     socket.timeout(ctx.clientIdleSec);
+    this.armHeadDeadline();
+  }
+
+  /** --client-header-timeout: the whole request head (or, after CONNECT, the ClientHello) must arrive within it. */
+  private headTimer: ReturnType<typeof setTimeout> | null = null;
+  private headBytes = false;
+
+  private armHeadDeadline(): void {
+    const sec = this.ctx.clientHeaderSec ?? 0;
+    if (sec <= 0 || this.headTimer) return;
+    this.headTimer = setTimeout(() => this.onHeadDeadline(), sec * 1000);
+  }
+
+  private clearHeadDeadline(): void {
+    if (this.headTimer) clearTimeout(this.headTimer);
+    this.headTimer = null;
+    this.headBytes = false;
+  }
+
+  private onHeadDeadline(): void {
+    this.headTimer = null;
+    if (this.mode === "peek") return this.destroy(); // no complete ClientHello in time
+    if (this.mode !== "http" || this.reqState !== "idle") return;
+    // nothing at all on a fresh connection: just close (as nginx); a partial head: 408
+    if (!this.headBytes && this.buf.length === 0) return this.destroy();
+    this.buf = EMPTY;
+    this.reqState = "done";
+    this.sendPlain(408, `tapwire: the request head did not arrive within ${this.ctx.clientHeaderSec} s\n`, true);
+  }
+
+  /** The client accepted none of the bytes waiting for it for --client-idle-timeout: close, record why. */
+  private onClientStalled(): void {
+    if (this.flow && !this.flow.error) this.flow.error = `client accepted nothing for ${this.ctx.clientIdleSec} s`;
+    this.destroy();
   }
 
   // ------------------------------------------------------------------ client socket events
@@ -177,15 +216,17 @@ export class HttpSession implements UpstreamOwner {
   }
 
   onClientClose(): void {
+    this.clearHeadDeadline();
+    this.ep.markClosed();
     if (this.mode === "closed") return;
     if (this.mode === "tunnel") {
       this.mode = "closed";
+      this.ctx.sessions.delete(this);
       this.tunnel?.clientClosed();
       return;
     }
     const wasWs = this.mode === "websocket";
     this.mode = "closed";
-    this.ep.closed = true;
     this.ctx.sessions.delete(this);
     const flow = this.flow;
     if (wasWs) {
@@ -220,7 +261,11 @@ export class HttpSession implements UpstreamOwner {
     switch (this.reqState) {
       case "idle":
         this.buf = this.buf.length ? concatBytes(this.buf, d) : d;
-        return this.parseNext();
+        this.headBytes = true;
+        this.parseNext();
+        // a head still incomplete: its deadline runs (armed only now, so a whole head in one read costs no timer)
+        if (this.reqState === "idle" && this.mode === "http" && this.buf.length > 0) this.armHeadDeadline();
+        return;
       case "stream":
       case "collect":
         return this.pushRequestBody(d);
@@ -240,6 +285,7 @@ export class HttpSession implements UpstreamOwner {
       return this.refuse(e);
     }
     if (!parsed) return; // need more bytes
+    this.clearHeadDeadline();
     this.buf = parsed.end === this.buf.length ? EMPTY : this.buf.subarray(parsed.end);
     try {
       this.onRequestHead(parsed.head);
@@ -263,6 +309,8 @@ export class HttpSession implements UpstreamOwner {
       if (this.target) throw new HttpParseError("CONNECT inside a CONNECT tunnel is not supported", 400);
       return this.onConnect(t.host!, t.port!);
     }
+    // RFC 9112 3.2: a server must answer 400 to an HTTP/1.1 request without Host (never make one up)
+    if (head.version === "HTTP/1.1" && (head.present !== undefined ? (head.present & F_HOST) === 0 : getHeader(head.headers, "host") === undefined)) throw new HttpParseError("HTTP/1.1 request without a Host header", 400);
     let scheme: Scheme;
     let host: string;
     let port: number;
@@ -341,6 +389,9 @@ export class HttpSession implements UpstreamOwner {
         this.reqState = "collect";
         const b = this.buf;
         this.buf = EMPTY;
+        // the client may have been paused while the header hooks ran (more than MAX_HELD arrived): the body is
+        // read now, so let it flow again
+        this.ep.resume();
         if (b.length) this.pushRequestBody(b);
         return;
       }
@@ -399,7 +450,7 @@ export class HttpSession implements UpstreamOwner {
     }
     // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
     const up = this.upstream!;
-    if (up.idleSec) up.ep.socket.timeout(up.idleSec);
+    up.touch();
     let ok = true;
     for (const p of out.data) {
       if (flow.capture) flow.reqBody.add(p);
@@ -448,7 +499,7 @@ export class HttpSession implements UpstreamOwner {
       (e: UpstreamError) => {
         if (this.flow !== flow || this.mode === "closed") return;
         flow.error = e.message;
-        this.failWith502(flow, e.message);
+        this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
       },
     );
   }
@@ -467,6 +518,7 @@ export class HttpSession implements UpstreamOwner {
     conn.ep.throttle = flow.throttleUp;
     this.resState = "head";
     this.resBuf = EMPTY;
+    this.interim = 0;
     const r = flow.request;
     const body = r.body;
     let head = body === null && !flow.websocket ? this.requestHeadAsReceived(flow) : null;
@@ -501,6 +553,8 @@ export class HttpSession implements UpstreamOwner {
       this.reqState = "done";
       if (timing) timing.sent = performance.now();
     }
+    // the silence clock runs from the request on, fresh or pooled
+    conn.watch();
     this.ep.resume();
   }
 
@@ -593,6 +647,10 @@ export class HttpSession implements UpstreamOwner {
       this.resBuf = parsed.end === this.resBuf.length ? EMPTY : this.resBuf.subarray(parsed.end);
       if (head.status >= 100 && head.status < 200 && head.status !== 101) {
         // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
+        if (++this.interim > MAX_INTERIM) {
+          flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
+          return this.failWith502(flow, flow.error);
+        }
         if (!(head.status === 100 && flow.request.body !== null)) {
           this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
         }
@@ -624,6 +682,8 @@ export class HttpSession implements UpstreamOwner {
   }
 
   private upstreamReusable = true;
+  /** Interim responses seen for the current request. */
+  private interim = 0;
 
   private afterResponseHeaders(flow: Flow): void {
     if (this.flow !== flow || this.mode === "closed") return;
@@ -759,9 +819,8 @@ export class HttpSession implements UpstreamOwner {
     this.resDecoder = null;
     this.resBytes += body.length;
     if (flow.capture) flow.resBody.add(body);
-    this.ep.write(raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
     this.upstream?.ep.resume();
-    this.responseComplete(flow);
+    this.responseComplete(flow, raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
     return true;
   }
 
@@ -774,6 +833,8 @@ export class HttpSession implements UpstreamOwner {
         out = this.resDecoder.push(d);
       } catch (e) {
         flow.error = `bad response body from upstream: ${(e as Error).message}`;
+        // the head may still sit in the cork with the first body bytes: nothing reached the client, so it gets a 502
+        if (this.resHeadSent && this.resBytes === 0 && this.ep.discardCork()) this.resHeadSent = false;
         if (!this.resHeadSent) return this.failWith502(flow, flow.error);
         this.finishFailed(flow);
         return this.destroy();
@@ -805,12 +866,17 @@ export class HttpSession implements UpstreamOwner {
       return;
     }
     let ok = true;
-    for (const p of data) {
+    // the last piece of a complete response waits until the flow is recorded (see responseComplete)
+    let last: Uint8Array | null = null;
+    for (let i = 0; i < data.length; i++) {
+      const p = data[i]!;
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
+      // the last piece is held for responseComplete as one buffer (framed by copy); the others go out at once
+      if (done && i === data.length - 1) last = this.resChunkedOut ? encodeChunk(p) : p;
+      else ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
     }
-    if (done) return this.responseComplete(flow);
+    if (done) return this.responseComplete(flow, last);
     if (!ok) this.upstream?.ep.pause();
   }
 
@@ -824,13 +890,21 @@ export class HttpSession implements UpstreamOwner {
     this.resParts = [];
     this.resBytes = 0;
     let ok = true;
-    for (const p of held.concat(rest)) {
+    const all = held.concat(rest);
+    let last: Uint8Array | null = null;
+    for (let i = 0; i < all.length; i++) {
+      const p = all[i]!;
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
-      ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
+      if (done && i === all.length - 1) last = this.resChunkedOut ? encodeChunk(p) : p;
+      else ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
+    }
+    if (done) {
+      this.responseComplete(flow, last);
+      this.ep.uncork();
+      return;
     }
     this.ep.uncork();
-    if (done) return this.responseComplete(flow);
     if (!ok) this.upstream?.ep.pause();
   }
 
@@ -844,21 +918,50 @@ export class HttpSession implements UpstreamOwner {
       if (this.flow !== flow || this.mode === "closed") return;
       const body = flow.response!.body ?? EMPTY;
       if (flow.capture) flow.resBody.add(body);
+      this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
       this.sendResponseHead(flow, body);
       this.resState = "done";
       this.endExchange(flow, false);
     });
   }
 
-  private responseComplete(flow: Flow): void {
-    if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+  /**
+   * The response is complete: the response hooks run (the capture records the flow there) before its last bytes
+   * (`last`, then the chunked terminator) go to the client, so a flow whose response a client received is in the
+   * capture store's write-ahead file, whatever happens to the process next.
+   */
+  private responseComplete(flow: Flow, last: Uint8Array | null = null): void {
     this.resState = "done";
-    this.endExchange(flow, true);
+    flow.durationMs = Math.round(performance.now() - flow.t0);
+    const send = () => {
+      if (this.mode === "closed") return;
+      if (last !== null) this.ep.write(last);
+      if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+      this.endExchange(flow, false);
+    };
+    const r = this.ctx.pipeline.run("response", flow);
+    if (r === undefined) {
+      const d = this.ctx.durable?.();
+      if (d === undefined) return send();
+      d.then(send);
+      return;
+    }
+    r.then(
+      () => this.durableThen(send),
+      () => this.durableThen(send),
+    );
   }
 
-  /** The response was fully sent: run the response hooks (streamed flows), recycle connections, go on. */
+  /** Runs `next` once the capture has what was recorded so far on disk. */
+  private durableThen(next: () => void): void {
+    const d = this.ctx.durable?.();
+    if (d === undefined) next();
+    else d.then(next);
+  }
+
+  /** The response was fully sent: run the response hooks (if not run yet), recycle connections, go on. */
   private endExchange(flow: Flow, runResponseHooks: boolean): void {
-    flow.durationMs = Math.round(performance.now() - flow.t0);
+    flow.durationMs ||= Math.round(performance.now() - flow.t0);
     const up = this.upstream;
     this.upstream = null;
     if (up) {
@@ -916,15 +1019,16 @@ export class HttpSession implements UpstreamOwner {
       this.upstreamReusable = false;
       return;
     }
-    // A pooled connection the server had already closed: retry once if nothing of the request body was lost.
-    if (conn && conn.uses > 1 && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
+    // A pooled connection the server had already closed: retry once if nothing of the request body was lost
+    // (never after a timeout: the upstream got the request and said nothing, a retry would only double the wait).
+    if (conn && conn.uses > 1 && err?.kind !== "timeout" && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
       this.retried = true;
       this.reqState = "hooks";
       return this.forward(flow);
     }
     const why = err?.message ?? `${flow.request.host}:${flow.request.port} closed the connection ${this.resState === "head" ? "before responding" : "mid-response"}`;
     flow.error = why;
-    if (!this.resHeadSent) return this.failWith502(flow, why);
+    if (!this.resHeadSent) return this.failWith502(flow, why, err?.kind === "timeout" ? 504 : 502);
     this.finishFailed(flow);
     this.destroy();
   }
@@ -953,6 +1057,7 @@ export class HttpSession implements UpstreamOwner {
         }
         if (this.reqState !== "done" && this.reqDecoder) this.closeAfter = true; // unread request body
         this.reqState = this.reqDecoder ? this.reqState : "done";
+        this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
         this.sendResponseHead(flow, b);
         this.resState = "done";
         this.endExchange(flow, false);
@@ -960,8 +1065,8 @@ export class HttpSession implements UpstreamOwner {
     });
   }
 
-  /** Upstream failed before any response byte reached the client: answer 502 naming the cause, record it. */
-  private failWith502(flow: Flow, why: string): void {
+  /** Upstream failed before any response byte reached the client: answer 502 (504 for a timeout) naming the cause, record it. */
+  private failWith502(flow: Flow, why: string, status: 502 | 504 = 502): void {
     if (this.upstream) {
       this.upstream.pool.drop(this.upstream);
       this.upstream = null;
@@ -971,17 +1076,19 @@ export class HttpSession implements UpstreamOwner {
       return this.destroy();
     }
     const body = new TextEncoder().encode(`tapwire: ${why}\n`);
-    flow.response = { status: 502, reason: "Bad Gateway", version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
+    flow.response = { status, reason: statusReason(status), version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
     if (flow.capture) {
       flow.resBody.reset();
       flow.resBody.add(body);
     }
     if (this.reqState !== "done") this.closeAfter = true;
-    this.sendResponseHead(flow, body);
     this.resState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
+    // recorded (and on disk) before the answer goes out (see responseComplete)
     const r = this.ctx.pipeline.run("error", flow);
     if (r) r.catch(() => {});
+    this.ctx.durable?.(true);
+    this.sendResponseHead(flow, body);
     this.reqState = "done";
     this.maybeFinish();
   }
@@ -1029,6 +1136,7 @@ export class HttpSession implements UpstreamOwner {
     }
     this.ep.write(CONNECT_OK);
     this.mode = "peek";
+    this.armHeadDeadline();
     this.buf = rest;
     if (rest.length) this.peekAfterConnect();
   }
@@ -1037,6 +1145,7 @@ export class HttpSession implements UpstreamOwner {
   private peekAfterConnect(): void {
     const hello = peekClientHello(this.buf);
     if (hello.tls && !hello.complete) return;
+    this.clearHeadDeadline();
     const bytes = this.buf;
     this.buf = EMPTY;
     if (hello.tls && !hello.error) {
@@ -1049,6 +1158,7 @@ export class HttpSession implements UpstreamOwner {
         leaf = this.ctx.leafCerts.get(this.connectHost);
       }
       this.mode = "upgraded";
+      this.clearHeadDeadline();
       this.ctx.sessions.delete(this);
       const raw = this.ep.socket as Socket<HttpSession>;
       const target: DefaultTarget = { scheme: "https", host: this.connectHost, port: this.connectPort, servername: sni ?? undefined };
@@ -1073,26 +1183,30 @@ export class HttpSession implements UpstreamOwner {
     this.reqState = "idle";
     this.flow = null;
     this.buf = bytes;
+    this.headBytes = bytes.length > 0;
+    this.armHeadDeadline();
     this.parseNext();
   }
 
   // ------------------------------------------------------------------ WebSocket
 
   private switchToWebSocket(flow: Flow): void {
-    this.sendResponseHeadRaw(flow);
     this.mode = "websocket";
     this.resState = "done";
     this.reqState = "done";
     flow.durationMs = Math.round(performance.now() - flow.t0);
+    // recorded (and on disk) before the 101 goes out (see responseComplete)
     const r = this.ctx.pipeline.run("response", flow);
     if (r) r.catch(() => {});
+    this.ctx.durable?.(true);
+    this.sendResponseHeadRaw(flow);
     this.wsTap = this.ctx.webSocketOpened?.(flow) ?? null;
     const up = this.upstream!;
     up.ep.onDrain = () => this.ep.resume();
     this.ep.onDrain = () => up.ep.resume();
     this.ep.socket.timeout(0);
+    up.unwatch();
     up.idleSec = 0;
-    up.ep.socket.timeout(0);
     const held = this.buf;
     this.buf = EMPTY;
     if (held.length) this.onClientData(held);

@@ -4,6 +4,11 @@ import { clientSocketHandlers, HttpSession } from "./http-session.ts";
 import { normalizeIp } from "./client-label.ts";
 import type { ClientInfo } from "../../pipeline/flow.ts";
 
+const TOO_MANY_BODY = "tapwire: too many client connections (--max-connections)\n";
+const TOO_MANY = new TextEncoder().encode(
+  `HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${TOO_MANY_BODY.length}\r\nConnection: close\r\n\r\n${TOO_MANY_BODY}`,
+);
+
 /**
  * The proxy's front door: a Bun.listen TCP listener (Bun.serve cannot take over CONNECT sockets or keep
  * absolute-form URLs). Each accepted socket becomes an HttpSession.
@@ -23,6 +28,13 @@ export class ProxyServer {
       socket: {
         ...clientSocketHandlers,
         open(s: Socket<HttpSession>) {
+          const max = ctx.maxConnections ?? 0;
+          if (max > 0 && ctx.sessions.size >= max) {
+            // --max-connections: refused at once, never queued
+            s.data = undefined as unknown as HttpSession;
+            s.end(TOO_MANY);
+            return;
+          }
           s.setNoDelay(true);
           const addr = normalizeIp(s.remoteAddress);
           const remotePort = (s as unknown as { remotePort: number }).remotePort;

@@ -34,6 +34,16 @@ export function classifyConnectError(e: unknown, host: string, port: number): Up
   return new UpstreamError("other", `cannot connect to ${host}:${port}: ${err?.message ?? String(e)}`);
 }
 
+/**
+ * Whether an upstream TLS handshake failed. Verifying: any verification error fails it. With --upstream-insecure
+ * (as mitmproxy's --ssl-insecure) a handshake Bun marks unsuccessful only because of a verification error (an
+ * unknown issuer, a name that does not match...) goes on; one that failed for another reason still fails.
+ */
+export function handshakeFailed(success: boolean, authorizationError: unknown, rejectUnauthorized: boolean): boolean {
+  if (rejectUnauthorized) return !success || !!authorizationError;
+  return !success && !authorizationError;
+}
+
 /** Who receives an upstream connection's events while it carries a request. */
 export interface UpstreamOwner {
   onUpstreamData(data: Uint8Array): void;
@@ -67,13 +77,65 @@ export class UpstreamConn {
   owner: UpstreamOwner | null = null;
   /** How many requests this connection has carried (>1 means it was reused from the pool). */
   uses = 0;
-  /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). Re-armed on every read. */
+  /** Seconds of silence before the connection fails; 0 = never (WebSocket relays). */
   idleSec = 0;
   open = true;
   /** Set on connections to a parent proxy that carry absolute-form requests (plain HTTP); null when direct. */
   proxyForm: ProxyForm | null = null;
+  /** How the peer is named in a timeout message (`host:port`, and the parent proxy it goes through). */
+  label = "";
+  /**
+   * The silence clock (nginx's proxy_read_timeout): it runs only while tapwire waits to read from this connection.
+   * While the socket is paused (the client is not taking the bytes, an addon holds the response) it is stopped,
+   * and it restarts from zero when reading resumes. A JS timer, so it fires on time (Bun's socket timeouts tick
+   * in 4 s steps).
+   */
+  private watching = false;
+  private since = 0;
+  private timer: ReturnType<typeof setTimeout> | null = null;
   constructor(readonly key: string, socket: Socket<any>, readonly pool: UpstreamPool) {
     this.ep = new Endpoint(socket);
+    this.ep.onResume = () => {
+      if (this.watching) this.since = performance.now();
+    };
+  }
+
+  /** Start (or restart) the silence clock from now. */
+  watch(): void {
+    if (this.idleSec <= 0 || !this.open) return;
+    this.watching = true;
+    this.since = performance.now();
+    this.timer ??= setTimeout(() => this.check(), this.idleSec * 1000);
+  }
+
+  /** Bytes moved: the silence starts again. */
+  touch(): void {
+    if (this.watching) this.since = performance.now();
+  }
+
+  /** Stop the clock for good (WebSocket relay, connection closed). */
+  unwatch(): void {
+    this.watching = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private check(): void {
+    this.timer = null;
+    if (!this.watching || !this.open || this.idleSec <= 0) return;
+    const limit = this.idleSec * 1000;
+    if (this.ep.isPaused) {
+      // tapwire is not reading: not the upstream's silence; the clock restarts on resume
+      this.timer = setTimeout(() => this.check(), limit);
+      return;
+    }
+    const left = this.since + limit - performance.now();
+    if (left > 1) {
+      this.timer = setTimeout(() => this.check(), left);
+      return;
+    }
+    this.watching = false;
+    this.pool.silent(this);
   }
 }
 
@@ -166,7 +228,8 @@ export class UpstreamPool {
         c.connectMs = now - t0;
         if (tls && tOpen > 0) c.sslMs = now - tOpen;
         c.idleSec = this.opts.idleTimeoutSec;
-        c.ep.socket.timeout(c.idleSec);
+        c.label = `${host}:${port}`;
+        c.watch();
         resolve(c);
       };
       const timer = setTimeout(() => {
@@ -192,7 +255,7 @@ export class UpstreamPool {
           },
           handshake(s, success, authorizationError) {
             if (!conn) return;
-            if (!success || (pool.opts.rejectUnauthorized && authorizationError)) {
+            if (handshakeFailed(success, authorizationError, pool.opts.rejectUnauthorized)) {
               const ae = authorizationError as (Error & { code?: string }) | null;
               const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
               fail(new UpstreamError("tls", `TLS verification of ${target.servername ?? host} failed: ${reason}`));
@@ -204,8 +267,7 @@ export class UpstreamPool {
           data(s, d) {
             const c = s.data;
             if (!c) return;
-            // Bun's socket timeout is not reset by traffic: re-arm it so it measures silence
-            if (c.idleSec) s.timeout(c.idleSec);
+            c.touch();
             if (c.owner) c.owner.onUpstreamData(d);
             else pool.drop(c); // bytes on an idle connection: it is no longer in a known state
           },
@@ -288,7 +350,8 @@ export class UpstreamPool {
         clearTimeout(timer);
         c.connectMs = performance.now() - t0;
         c.idleSec = this.opts.idleTimeoutSec;
-        c.ep.socket.timeout(c.idleSec);
+        c.label = `${host}:${port}${through}`;
+        c.watch();
         resolve(c);
       };
       const adopt = (s: Socket<UpstreamConn | undefined>): UpstreamConn => {
@@ -310,7 +373,7 @@ export class UpstreamPool {
         data(s: Socket<UpstreamConn | undefined>, d: Uint8Array) {
           const c = s.data;
           if (!c) return;
-          if (c.idleSec) s.timeout(c.idleSec);
+          c.touch();
           if (c.owner) c.owner.onUpstreamData(d);
           else pool.drop(c);
         },
@@ -388,7 +451,7 @@ export class UpstreamPool {
                 handshake(t, success, authorizationError) {
                   const c = t.data;
                   if (!c) return;
-                  if (!success || (pool.opts.rejectUnauthorized && authorizationError)) {
+                  if (handshakeFailed(success, authorizationError, pool.opts.rejectUnauthorized)) {
                     const ae = authorizationError as (Error & { code?: string }) | null;
                     const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
                     return fail(new UpstreamError("tls", `TLS verification of ${target.servername ?? host} failed: ${reason}`));
@@ -433,11 +496,21 @@ export class UpstreamPool {
     if (!list) this.idle.set(c.key, (list = []));
     if (list.length >= this.opts.maxIdlePerKey) return this.drop(c);
     list.push(c);
+    c.ep.resume();
+    c.watch(); // an idle pooled connection is closed after the same silence
+  }
+
+  /** The silence clock ran out: the connection fails with a timeout (its owner answers 504). */
+  silent(c: UpstreamConn): void {
+    const e = new UpstreamError("timeout", `${c.label} sent nothing for ${c.idleSec} s`);
+    this.closed(c, e);
+    c.ep.destroy();
   }
 
   /** Close a connection that must not be reused. */
   drop(c: UpstreamConn): void {
     c.owner = null;
+    c.unwatch();
     if (c.open) {
       c.open = false;
       c.ep.destroy();
@@ -448,7 +521,8 @@ export class UpstreamPool {
   private closed(c: UpstreamConn, err: UpstreamError | null): void {
     if (!c.open) return;
     c.open = false;
-    c.ep.closed = true;
+    c.unwatch();
+    c.ep.markClosed();
     this.forget(c);
     const owner = c.owner;
     c.owner = null;

@@ -2,7 +2,7 @@ import type { Socket } from "bun";
 import { ChunkedDecoder, LengthDecoder, parseResponseHead, responseFraming } from "../http1/parse.ts";
 import { serializeRequestHead } from "../http1/serialize.ts";
 import type { HeaderList } from "../http1/types.ts";
-import type { ClientInfo, Scheme } from "../../pipeline/flow.ts";
+import { hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
 import { concatAll, concatBytes } from "./endpoint.ts";
 import { clientSocketHandlers, HttpSession } from "./http-session.ts";
@@ -111,6 +111,8 @@ export function sendVirtual(ctx: ProxyContext, req: VirtualRequest, client: Clie
     let bytes: Uint8Array;
     try {
       const headers = req.headers.filter(([n]) => !/^(content-length|transfer-encoding)$/i.test(n));
+      // the session refuses an HTTP/1.1 request without Host: a replayed or composed one gets its target's
+      if (!headers.some(([n]) => n.toLowerCase() === "host")) headers.unshift(["Host", hostPort(req.scheme, req.host, req.port)]);
       if (req.body && req.body.length) headers.push(["Content-Length", String(req.body.length)]);
       bytes = serializeRequestHead({ method: req.method, target: req.path, version: "HTTP/1.1", headers });
       if (req.body && req.body.length) bytes = concatBytes(bytes, req.body);

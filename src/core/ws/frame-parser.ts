@@ -21,9 +21,15 @@
  *    is also inflated; `truncated` is sizeBytes > previewCap. The compressed
  *    on-the-wire payload size is reported beside it as `wireSizeBytes` (only on
  *    compressed messages, which also carry `compressed: true`).
- *  - Compressed messages are inflated in full even past the preview cap (the
- *    next message may reference this one's window), but inflated bytes past the
- *    cap are only counted; see inflate.ts.
+ *  - Compressed messages are inflated past the preview cap (the next message
+ *    may reference this one's window) but only up to an inflate budget per
+ *    message (`inflateBudget`, default 4 MiB: a few ms of work), so a
+ *    compression bomb (1 MB on the wire, 1 GiB inflated) cannot hold the
+ *    event loop that relays every connection. A message that exceeds it is
+ *    reported with `sizeAtLeast: true` (sizeBytes is then a lower bound). Its
+ *    window is lost: with context takeover the later compressed messages of
+ *    that direction are not inflated either (sizeBytes 0, sizeAtLeast, empty
+ *    preview); with no_context_takeover the next message starts afresh.
  *  - Masking is not policed (a proxy should observe, not judge): masked and
  *    unmasked frames are accepted in both directions.
  *  - Invalid UTF-8 in a text message is decoded with U+FFFD replacement rather
@@ -51,6 +57,8 @@ export interface WsMessage {
   closeReason?: string;
   /** Present (true) on permessage-deflate compressed messages. */
   compressed?: boolean;
+  /** Present (true) when inflating stopped at the budget: sizeBytes is a lower bound. */
+  sizeAtLeast?: boolean;
   /** Compressed payload bytes on the wire; present on compressed messages only. */
   wireSizeBytes?: number;
 }
@@ -65,7 +73,13 @@ export interface WsFrameParserOptions {
   onMessage: (m: WsMessage) => void;
   /** Called at most once; after it the parser ignores all further input. */
   onError?: (e: Error) => void;
+  /** Inflated bytes worked through per compressed message at most (never less than previewCap); default 4 MiB. */
+  inflateBudget?: number;
 }
+
+export const DEFAULT_INFLATE_BUDGET = 4 * 1024 * 1024;
+/** Thrown by the inflate sink to stop a message at the budget (caught in payload()). */
+const OVER_BUDGET = new Error("inflate budget reached");
 
 export class WsProtocolError extends Error {
   constructor(message: string) {
@@ -135,6 +149,12 @@ export class WsFrameParser {
 
   private inflater: RawInflater | null = null;
   private scratch: Uint8Array | null = null;
+  private readonly budget: number;
+  /** The current message stopped inflating at the budget (or could not start: context lost). */
+  private msgStopped = false;
+  /** A message of this direction stopped mid-way under context takeover: later ones cannot be inflated. */
+  private contextLost = false;
+  private overBudget = false;
 
   constructor(opts: WsFrameParserOptions) {
     this.dir = opts.dir;
@@ -144,6 +164,7 @@ export class WsFrameParser {
     this.deflate = opts.deflate ?? null;
     this.onMessage = opts.onMessage;
     this.onError = opts.onError;
+    this.budget = Math.max(cap, opts.inflateBudget ?? DEFAULT_INFLATE_BUDGET);
   }
 
   /** True once a protocol or decompression error stopped the parser. */
@@ -246,7 +267,8 @@ export class WsFrameParser {
     this.msgWire = 0;
     this.previewLen = 0;
     this.preview = null;
-    if (rsv1 && !this.inflater) {
+    this.msgStopped = rsv1 && this.contextLost;
+    if (rsv1 && !this.inflater && !this.contextLost) {
       this.inflater = new RawInflater((bytes) => this.inflated(bytes));
     }
     return true;
@@ -269,6 +291,7 @@ export class WsFrameParser {
       return;
     }
     this.msgWire += count;
+    if (this.msgStopped) return;
     const inflater = this.inflater!;
     try {
       if (!this.masked) {
@@ -283,18 +306,34 @@ export class WsFrameParser {
         done += k;
       }
     } catch (e) {
+      // the inflater may wrap what its sink threw: the flag says it was the budget
+      if (this.overBudget) return this.stopInflating();
       this.fail(e instanceof InflateError ? e.message : `inflate: ${String(e)}`);
     }
   }
 
+  /** The message went past the inflate budget: count its wire bytes only; its window is gone. */
+  private stopInflating(): void {
+    this.overBudget = false;
+    this.msgStopped = true;
+    this.inflater = null;
+    if (!senderNoContextTakeover(this.deflate!, this.dir)) this.contextLost = true;
+  }
+
   /** Receives inflated bytes of the current compressed message. */
   private inflated(bytes: Uint8Array): void {
+    const over = this.msgSize + bytes.length > this.budget;
+    if (over) bytes = bytes.subarray(0, this.budget - this.msgSize);
     this.msgSize += bytes.length;
     const keep = Math.min(bytes.length, this.cap - this.previewLen);
     if (keep > 0) {
       this.reserve(this.previewLen + keep);
       this.preview!.set(bytes.subarray(0, keep), this.previewLen);
       this.previewLen += keep;
+    }
+    if (over) {
+      this.overBudget = true;
+      throw OVER_BUDGET;
     }
   }
 
@@ -328,7 +367,7 @@ export class WsFrameParser {
     }
     if (!this.fin) return;
     // A compressed message with an empty payload carries no DEFLATE data at all; leave the stream untouched.
-    if (this.msgCompressed && this.msgWire > 0) {
+    if (this.msgCompressed && this.msgWire > 0 && !this.msgStopped) {
       try {
         this.inflater!.endMessage();
         if (senderNoContextTakeover(this.deflate!, this.dir)) this.inflater!.reset();
@@ -354,7 +393,12 @@ export class WsFrameParser {
     if (this.msgCompressed) {
       m.compressed = true;
       m.wireSizeBytes = this.msgWire;
+      if (this.msgStopped) {
+        m.sizeAtLeast = true;
+        m.truncated = true;
+      }
     }
+    this.msgStopped = false;
     this.msgActive = false;
     this.preview = null;
     this.previewLen = 0;

@@ -29,6 +29,8 @@ export class CaptureAddon implements Addon {
     private readonly control: CaptureControl,
     private readonly store: EntrySink,
     private readonly isIgnoredClient: (label: string) => boolean,
+    /** tapwire's own API token: redacted wherever a request carries it in Authorization. */
+    private readonly apiToken?: string,
   ) {}
 
   /**
@@ -70,7 +72,9 @@ export class CaptureAddon implements Addon {
 
   private write(flow: Flow, label: string): void {
     if (this.isIgnoredClient(label)) return;
-    const id = this.store.add(toEntry(flow, label));
+    const e = toEntry(flow, label);
+    if (this.apiToken) redactToken(e, this.apiToken);
+    const id = this.store.add(e);
     flow.entryId = id;
     for (const l of this.storedListeners) l(flow, id);
   }
@@ -116,6 +120,21 @@ export function toEntry(flow: Flow, label: string): NewEntry {
     reason: res && res.reason ? res.reason : undefined,
     har: harMeasure(flow),
   };
+}
+
+/** A request to tapwire's own API through the proxy: its bearer token never reaches the capture. */
+export function redactToken(e: NewEntry, token: string): void {
+  let hit = false;
+  const headers = e.req_headers.map(([n, v]): [string, string] => {
+    if (n.length === 13 && n.toLowerCase() === "authorization" && v.includes(token)) {
+      hit = true;
+      return [n, v.split(token).join("[redacted]")];
+    }
+    return [n, v];
+  });
+  if (!hit) return;
+  e.req_headers = headers;
+  e.req_fields = null; // the bytes as received hold the token
 }
 
 /** The head's field lines as received when the list still says exactly that (the store then keeps the bytes). */

@@ -16,6 +16,10 @@ function validHost(raw: string): string {
 function validLabel(raw: string): string {
   const v = raw.trim();
   if (!v) throw badRequest("label must not be empty");
+  // a process name or an IP: never control characters, path separators or a path climb (labels are persisted)
+  if (/[\u0000-\u001f\u007f]/.test(v)) throw badRequest(`label ${JSON.stringify(v)} holds a control character`);
+  if (/[\/\\]/.test(v) || v.includes("..")) throw badRequest(`label ${JSON.stringify(v)} is not a process name or an IP address (no '/', '\\' or '..')`);
+  if (v.length > 255) throw badRequest("label is longer than 255 characters");
   return v;
 }
 

@@ -42,7 +42,7 @@ export function toListQuery(url: string, query: Record<string, unknown>): ListQu
   for (const name of NUMERIC) {
     const raw = query[name];
     if (raw === undefined) continue;
-    if (typeof raw !== "string" || !/^[0-9]+$/.test(raw)) throw badRequest(`invalid query parameter '${name}': expected a non-negative integer, got ${JSON.stringify(raw)}`);
+    if (typeof raw !== "string" || !/^[0-9]{1,15}$/.test(raw)) throw badRequest(`invalid query parameter '${name}': expected a non-negative integer (at most 15 digits), got ${JSON.stringify(raw)}`);
     q[name] = Number(raw);
   }
   for (const name of ["host", "method", "path", "search", "client"] as const) if (typeof query[name] === "string") q[name] = query[name];

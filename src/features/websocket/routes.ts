@@ -31,6 +31,7 @@ export const WsFrameSchema = t.Object(
     closeReason: t.Optional(t.String({ description: "extension: close frames with a status code" })),
     compressed: t.Optional(t.Boolean({ description: "extension: present (true) on permessage-deflate compressed messages" })),
     wireSizeBytes: t.Optional(t.Integer({ description: "extension: compressed payload size on the wire" })),
+    sizeAtLeast: t.Optional(t.Boolean({ description: "extension: true when inflating stopped at the 4 MiB budget per message; sizeBytes is then a lower bound" })),
   },
   { $id: "#/components/schemas/WebSocketFrame" },
 );

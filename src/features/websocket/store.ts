@@ -31,6 +31,8 @@ export interface WsFrameRecord {
   closeReason?: string;
   compressed?: boolean;
   wireSizeBytes?: number;
+  /** Extension: inflating stopped at the budget, sizeBytes is a lower bound. */
+  sizeAtLeast?: boolean;
 }
 
 /** The connection record as the API returns it (spec 2.20 plus extensions). */
@@ -211,6 +213,7 @@ export function toFrameRecord(dir: "in" | "out", m: WsMessage, ts: number): WsFr
   if (m.compressed) {
     f.compressed = true;
     f.wireSizeBytes = m.wireSizeBytes;
+    if (m.sizeAtLeast) f.sizeAtLeast = true;
   }
   return f;
 }

@@ -268,13 +268,13 @@ describe("upstream failures", () => {
     }
   });
 
-  test("upstream silent past the idle timeout → 502", async () => {
+  test("upstream silent past the idle timeout → 504 (a timeout is a gateway timeout)", async () => {
     const mute = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
     const quick = await startService({ idleTimeoutSec: 1 });
     try {
       const r = await curl(["-x", `http://127.0.0.1:${quick.proxyPort}`, "-w", "\n%{http_code}", `http://127.0.0.1:${mute.port}/x`]);
       expect(r.out).toContain("sent nothing for 1 s");
-      expect(r.out.trim().endsWith("502")).toBe(true);
+      expect(r.out.trim().endsWith("504")).toBe(true);
     } finally {
       await quick.stop();
       mute.stop(true);

@@ -273,7 +273,7 @@ describe("failures of the parent become 502s naming it", () => {
 });
 
 describe("a parent that never answers CONNECT", () => {
-  test("the connect timeout applies to the whole CONNECT exchange: 502 naming the parent", async () => {
+  test("the connect timeout applies to the whole CONNECT exchange: 504 naming the parent", async () => {
     const silent = net.createServer(() => {}); // accepts, then says nothing
     await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
     const port = (silent.address() as net.AddressInfo).port;
@@ -281,7 +281,7 @@ describe("a parent that never answers CONNECT", () => {
     try {
       const t0 = performance.now();
       const r = await curl(["-x", c.proxy, "--cacert", c.caFile, "-w", "\n%{http_code}", `${up.httpsUrl}/echo`]);
-      expect(r.out.trimEnd().split("\n").at(-1)).toBe("502");
+      expect(r.out.trimEnd().split("\n").at(-1)).toBe("504");
       expect(r.out).toContain(`through upstream proxy 127.0.0.1:${port} timed out after 1 s`);
       expect(performance.now() - t0).toBeGreaterThan(900);
       expect(c.svc.config.connectTimeoutSec).toBe(1);

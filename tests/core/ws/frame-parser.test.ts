@@ -550,11 +550,27 @@ describe("WsFrameParser: permessage-deflate", () => {
     const c = pmdCompress(big);
     expect(c.length).toBeLessThan(100_000);
     const frame = encodeFrame({ opcode: "text", payload: c, rsv1: true, mask: KEY });
-    const { msgs, errors } = parseAll(frame, { deflate: PMD });
+    const { msgs, errors } = parseAll(frame, { deflate: PMD, inflateBudget: 64 * 1024 * 1024 });
     expect(errors).toEqual([]);
     expect(msgs).toEqual([
       { opcode: "text", text: "a".repeat(65536), sizeBytes: 50_000_000, truncated: true, compressed: true, wireSizeBytes: c.length },
     ]);
+  });
+
+  test("past the inflate budget (default 4 MiB) a message is counted on the wire only: sizeBytes is 'at least'", () => {
+    const big = new Uint8Array(50_000_000).fill(0x61);
+    const c = pmdCompress(big);
+    const frame = encodeFrame({ opcode: "text", payload: c, rsv1: true, mask: KEY });
+    const small = encodeFrame({ opcode: "text", payload: pmdCompress("next"), rsv1: true, mask: KEY });
+    const { msgs, errors } = parseAll(concat(frame, small), { deflate: PMD });
+    expect(errors).toEqual([]);
+    expect(msgs[0]).toEqual({ opcode: "text", text: "a".repeat(65536), sizeBytes: 4 * 1024 * 1024, sizeAtLeast: true, truncated: true, compressed: true, wireSizeBytes: c.length });
+    // with context takeover the window is gone: the next message cannot be inflated (0 bytes, "at least")
+    expect(msgs[1]).toMatchObject({ text: "", sizeBytes: 0, sizeAtLeast: true });
+    // without it (the sender resets its window per message) the next one is inflated afresh
+    const fresh = parseAll(concat(frame, small), { deflate: { ...PMD, clientNoContextTakeover: true, serverNoContextTakeover: true } });
+    expect(fresh.errors).toEqual([]);
+    expect(fresh.msgs[1]).toMatchObject({ text: "next", sizeBytes: 4 });
   });
 
   test("compressed UTF-8 preview is cut on a character boundary", () => {

@@ -306,9 +306,10 @@ describe("the main thread stays free", () => {
     const median = lags[Math.floor(lags.length / 2)]!;
     const max = lags[lags.length - 1]!;
     // A blocked main thread would show the loop's whole duration (seconds); measured here: median ~1 ms (Bun's
-    // setTimeout(0) granularity), max ~2 ms. The bounds leave room for a busy 2-core machine.
+    // setTimeout(0) granularity), max ~2 ms. The bounds leave room for a busy 2-core machine: the worst single lag
+    // reached 195 ms with a load average of 10 (the OS scheduling the thread out), still far below the loop's 4 s.
     expect(median).toBeLessThan(5);
-    expect(max).toBeLessThan(20);
+    expect(max).toBeLessThan(1000);
 
     const out = await looping;
     expect(out.errors[0]!.message).toBe("Script timed out after 4000 ms");
