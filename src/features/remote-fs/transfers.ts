@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync, statSync, unlinkSync, renameSync } from "node:fs";
+import { closeSync, createReadStream, existsSync, openSync, statSync, unlinkSync, renameSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix } from "node:path";
 import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { ApiError, badRequest } from "../../api/errors.ts";
 import type { RemoteConnection, RemoteConnections } from "./connections.ts";
+import { checkAborted } from "./backend.ts";
 import { RemoteError, remoteError } from "./errors.ts";
 
 export type TransferState = "queued" | "running" | "paused" | "done" | "error" | "cancelled";
@@ -102,6 +102,44 @@ function byteCounter(j: Job): Transform {
       cb(null, chunk);
     },
   });
+}
+
+/**
+ * Writes a download's bytes to the local file through Bun's FileSink (native buffered writes on the descriptor,
+ * 1 MiB buffer), counting them into bytesDone. A node:fs WriteStream fed by stream.pipeline did the same at a half
+ * to a third of the speed under Bun 1.4.5, which made the sink, not the protocol, the bottleneck of a download.
+ * Backpressure: the next chunk is read only after this one is handed to the sink (and, when the sink answers with a
+ * promise, once it has drained). A resumed download appends (the temporary file holds exactly `offset` bytes).
+ */
+async function writeToFile(j: Job, source: Readable, path: string, offset: number, signal: AbortSignal): Promise<void> {
+  const fd = openSync(path, offset > 0 ? "a" : "w", 0o600);
+  const sink = Bun.file(fd).writer({ highWaterMark: 1024 * 1024 });
+  const onAbort = () => source.destroy(remoteError("cancelled", "transfer cancelled"));
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    checkAborted(signal);
+    for await (const chunk of source as AsyncIterable<Uint8Array>) {
+      const w = sink.write(chunk);
+      if (w instanceof Promise) await w;
+      j.view.bytesDone += chunk.byteLength;
+      countForGc(chunk.byteLength);
+    }
+    const e = sink.end();
+    if (e instanceof Promise) await e;
+  } catch (e) {
+    source.destroy();
+    // hand the sink's buffered bytes (in order, so a resume can continue after them) to the file before the
+    // descriptor closes, so nothing is written to it later
+    try {
+      const end = sink.end();
+      if (end instanceof Promise) await end.catch(() => {});
+    } catch {}
+    if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
+    throw e;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    closeSync(fd);
+  }
 }
 
 function transferId(): string {
@@ -310,14 +348,7 @@ export class TransferQueue {
     if (offset > st.size) offset = 0;
     j.view.bytesDone = offset;
     const source = await conn.run((b) => b.read(remote, offset, signal));
-    const counter = byteCounter(j);
-    const sink = createWriteStream(j.tempPath, { flags: offset > 0 ? "r+" : "w", start: offset, highWaterMark: 256 * 1024 });
-    try {
-      await pipeline(source, counter, sink, { signal });
-    } catch (e) {
-      if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
-      throw e;
-    }
+    await writeToFile(j, source, j.tempPath, offset, signal);
     if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
     if (j.view.bytesDone !== st.size) throw remoteError("io", `download ${remote}: got ${j.view.bytesDone} bytes, the server listed ${st.size} (the file changed during the transfer?)`);
     renameSync(j.tempPath, j.view.localPath);
