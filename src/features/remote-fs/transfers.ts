@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { closeSync, createReadStream, existsSync, openSync, statSync, unlinkSync, renameSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix } from "node:path";
-import { Transform, type Readable } from "node:stream";
+import { Readable, Transform } from "node:stream";
 import { ApiError, badRequest } from "../../api/errors.ts";
 import type { RemoteConnection, RemoteConnections } from "./connections.ts";
 import { checkAborted } from "./backend.ts";
@@ -111,10 +111,14 @@ function byteCounter(j: Job): Transform {
  * Backpressure: the next chunk is read only after this one is handed to the sink (and, when the sink answers with a
  * promise, once it has drained). A resumed download appends (the temporary file holds exactly `offset` bytes).
  */
-async function writeToFile(j: Job, source: Readable, path: string, offset: number, signal: AbortSignal): Promise<void> {
+async function writeToFile(j: Job, source: Readable | ReadableStream<Uint8Array>, path: string, offset: number, signal: AbortSignal): Promise<void> {
   const fd = openSync(path, offset > 0 ? "a" : "w", 0o600);
   const sink = Bun.file(fd).writer({ highWaterMark: 1024 * 1024 });
-  const onAbort = () => source.destroy(remoteError("cancelled", "transfer cancelled"));
+  // a web stream (fetch body) fails by itself when the request's signal aborts; leaving the loop cancels it
+  const stop = (e?: Error) => {
+    if (source instanceof Readable) source.destroy(e);
+  };
+  const onAbort = () => stop(remoteError("cancelled", "transfer cancelled"));
   signal.addEventListener("abort", onAbort, { once: true });
   try {
     checkAborted(signal);
@@ -127,7 +131,7 @@ async function writeToFile(j: Job, source: Readable, path: string, offset: numbe
     const e = sink.end();
     if (e instanceof Promise) await e;
   } catch (e) {
-    source.destroy();
+    stop();
     // hand the sink's buffered bytes (in order, so a resume can continue after them) to the file before the
     // descriptor closes, so nothing is written to it later
     try {

@@ -157,7 +157,7 @@ export class WebdavBackend implements RemoteBackend {
     return { ...init, ...(this.ca ? { tls: { ca: this.ca } } : {}) } as RequestInit;
   }
 
-  async read(path: string, offset: number, signal: AbortSignal): Promise<Readable> {
+  async read(path: string, offset: number, signal: AbortSignal): Promise<Readable | ReadableStream<Uint8Array>> {
     checkAborted(signal);
     let res: Response;
     try {
@@ -175,7 +175,7 @@ export class WebdavBackend implements RemoteBackend {
       throw remoteError("unsupported", `download ${path}: the server ignored the Range request (cannot resume)`);
     }
     if (!res.body) return Readable.from([]);
-    return bodyReader(res.body, signal);
+    return res.body;
   }
 
   async write(path: string, source: Readable, size: number, signal: AbortSignal): Promise<void> {
@@ -204,31 +204,3 @@ export class WebdavBackend implements RemoteBackend {
   }
 }
 
-/**
- * The response body as a Readable that asks the fetch stream for one chunk per _read (backpressure: nothing is read
- * ahead while the consumer is busy), without copying it. Readable.fromWeb does the same job at about half the speed
- * in Bun 1.4.5 (bench/remote-bench.ts).
- */
-function bodyReader(body: ReadableStream<Uint8Array>, signal: AbortSignal): Readable {
-  const reader = body.getReader();
-  const onAbort = () => out.destroy(remoteError("cancelled", "transfer cancelled"));
-  const out = new Readable({
-    highWaterMark: 256 * 1024,
-    read() {
-      reader.read().then(
-        ({ done, value }) => {
-          if (done) out.push(null);
-          else out.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-        },
-        (e) => out.destroy(signal.aborted ? remoteError("cancelled", "transfer cancelled") : translate(e, "download")),
-      );
-    },
-    destroy(err, cb) {
-      signal.removeEventListener("abort", onAbort);
-      reader.cancel().catch(() => {});
-      cb(err);
-    },
-  });
-  signal.addEventListener("abort", onAbort, { once: true });
-  return out;
-}
