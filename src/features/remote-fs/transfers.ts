@@ -112,7 +112,7 @@ function byteCounter(j: Job): Transform {
  * promise, once it has drained). A resumed download appends (the temporary file holds exactly `offset` bytes).
  */
 async function writeToFile(j: Job, source: Readable | ReadableStream<Uint8Array>, path: string, offset: number, signal: AbortSignal): Promise<void> {
-  const fd = openSync(path, offset > 0 ? "a" : "w", 0o600);
+  const fd = openSync(path, offset > 0 ? "a" : "w");
   const sink = Bun.file(fd).writer({ highWaterMark: 1024 * 1024 });
   // a web stream (fetch body) fails by itself when the request's signal aborts; leaving the loop cancels it
   const stop = (e?: Error) => {
