@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync, statSync, unlinkSync, renameSync } from "node:fs";
+import { closeSync, createReadStream, existsSync, openSync, statSync, unlinkSync, renameSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix } from "node:path";
-import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { Readable, Transform } from "node:stream";
 import { ApiError, badRequest } from "../../api/errors.ts";
 import type { RemoteConnection, RemoteConnections } from "./connections.ts";
+import { checkAborted } from "./backend.ts";
 import { RemoteError, remoteError } from "./errors.ts";
 
 export type TransferState = "queued" | "running" | "paused" | "done" | "error" | "cancelled";
@@ -55,13 +55,19 @@ interface Job {
 /**
  * A transfer turns every byte into short-lived buffers several times over (the protocol library's socket, decrypt
  * and framing buffers, ours), and the engine's garbage collector lets such external memory pile up long before it
- * runs by itself: hundreds of MB for one large file. So every CHECK_EVERY bytes moved (all transfers together) the
- * process's RSS is read (cheap), and when it stands more than RSS_ALLOWANCE above the lowest RSS seen while
- * transferring (and 16 MiB above what it was right after the previous collection, since freed pages go back with a
- * delay), a full collection runs. Memory stays flat whatever the file's size, and the collector runs only when it
- * has to (bench/remote-bench.ts prints the peaks).
+ * runs by itself: hundreds of MB for one large file. So every CHECK_EVERY bytes moved (all transfers together):
+ *
+ * - a young-generation collection runs (Bun.gc(false): about 0.2 ms, it frees most of the buffers that died since
+ *   the previous one), so the full collections below are rarely needed;
+ * - the process's RSS is read (cheap), and when it stands more than RSS_ALLOWANCE above the lowest RSS seen while
+ *   transferring (and AFTER_GC_MARGIN above what it was right after the previous full collection, since freed pages
+ *   go back with a delay), a full collection runs instead (15-30 ms with tapwire's heap).
+ *
+ * With full collections alone (every ~15 MB moved) a 200 MB transfer lost up to half its throughput to them; the
+ * young collections cut their number by 3-4x. Memory stays flat whatever the file's size (bench/remote-bench.ts
+ * prints the peaks; docs/remote-files.md "Performance").
  */
-const CHECK_EVERY = 4 * 1024 * 1024;
+const CHECK_EVERY = 2 * 1024 * 1024;
 const RSS_ALLOWANCE = 32 * 1024 * 1024;
 /** After a collection, freed pages go back to the system with a delay: wait for this much more before the next. */
 const AFTER_GC_MARGIN = 16 * 1024 * 1024;
@@ -73,10 +79,15 @@ function countForGc(n: number): void {
   sinceCheck += n;
   if (sinceCheck < CHECK_EVERY) return;
   sinceCheck = 0;
+  const bun = (globalThis as { Bun?: { gc(full: boolean): void } }).Bun;
+  if (!bun) return;
   const rss = process.memoryUsage.rss();
   if (rss < floor) floor = rss;
-  if (rss - floor < RSS_ALLOWANCE || rss < afterGc + AFTER_GC_MARGIN) return;
-  (globalThis as { Bun?: { gc(full: boolean): void } }).Bun?.gc(true);
+  if (rss - floor < RSS_ALLOWANCE || rss < afterGc + AFTER_GC_MARGIN) {
+    bun.gc(false);
+    return;
+  }
+  bun.gc(true);
   afterGc = process.memoryUsage.rss();
   floor = Math.min(floor, afterGc);
 }
@@ -91,6 +102,48 @@ function byteCounter(j: Job): Transform {
       cb(null, chunk);
     },
   });
+}
+
+/**
+ * Writes a download's bytes to the local file through Bun's FileSink (native buffered writes on the descriptor,
+ * 1 MiB buffer), counting them into bytesDone. A node:fs WriteStream fed by stream.pipeline did the same at a half
+ * to a third of the speed under Bun 1.4.5, which made the sink, not the protocol, the bottleneck of a download.
+ * Backpressure: the next chunk is read only after this one is handed to the sink (and, when the sink answers with a
+ * promise, once it has drained). A resumed download appends (the temporary file holds exactly `offset` bytes).
+ */
+async function writeToFile(j: Job, source: Readable | ReadableStream<Uint8Array>, path: string, offset: number, signal: AbortSignal): Promise<void> {
+  const fd = openSync(path, offset > 0 ? "a" : "w");
+  const sink = Bun.file(fd).writer({ highWaterMark: 1024 * 1024 });
+  // a web stream (fetch body) fails by itself when the request's signal aborts; leaving the loop cancels it
+  const stop = (e?: Error) => {
+    if (source instanceof Readable) source.destroy(e);
+  };
+  const onAbort = () => stop(remoteError("cancelled", "transfer cancelled"));
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    checkAborted(signal);
+    for await (const chunk of source as AsyncIterable<Uint8Array>) {
+      const w = sink.write(chunk);
+      if (w instanceof Promise) await w;
+      j.view.bytesDone += chunk.byteLength;
+      countForGc(chunk.byteLength);
+    }
+    const e = sink.end();
+    if (e instanceof Promise) await e;
+  } catch (e) {
+    stop();
+    // hand the sink's buffered bytes (in order, so a resume can continue after them) to the file before the
+    // descriptor closes, so nothing is written to it later
+    try {
+      const end = sink.end();
+      if (end instanceof Promise) await end.catch(() => {});
+    } catch {}
+    if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
+    throw e;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    closeSync(fd);
+  }
 }
 
 function transferId(): string {
@@ -299,14 +352,7 @@ export class TransferQueue {
     if (offset > st.size) offset = 0;
     j.view.bytesDone = offset;
     const source = await conn.run((b) => b.read(remote, offset, signal));
-    const counter = byteCounter(j);
-    const sink = createWriteStream(j.tempPath, { flags: offset > 0 ? "r+" : "w", start: offset, highWaterMark: 256 * 1024 });
-    try {
-      await pipeline(source, counter, sink, { signal });
-    } catch (e) {
-      if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
-      throw e;
-    }
+    await writeToFile(j, source, j.tempPath, offset, signal);
     if (signal.aborted) throw remoteError("cancelled", "transfer cancelled");
     if (j.view.bytesDone !== st.size) throw remoteError("io", `download ${remote}: got ${j.view.bytesDone} bytes, the server listed ${st.size} (the file changed during the transfer?)`);
     renameSync(j.tempPath, j.view.localPath);

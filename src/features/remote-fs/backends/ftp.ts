@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { PassThrough, Readable, Writable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { Client, FTPError, FileType, type FileInfo } from "basic-ftp";
 import { checkAborted, joinPath, type RemoteBackend, type RemoteEntry } from "../backend.ts";
 import { readCaFile, resolvePassword, type ConnectionConfig } from "../config.ts";
@@ -213,15 +213,24 @@ export class FtpBackend implements RemoteBackend {
   async read(path: string, offset: number, signal: AbortSignal): Promise<Readable> {
     checkAborted(signal);
     const client = await this.open();
-    const out = new PassThrough({ highWaterMark: 256 * 1024 });
-    // basic-ftp ends the stream it writes to even when the transfer fails: give it a sink of its own, and end or
-    // fail `out` from the outcome
+    // basic-ftp ends the stream it writes to even when the transfer fails: give it a sink of its own that hands each
+    // chunk straight to `out` (no stream in between; its write completes once `out` wants more), and end or fail
+    // `out` from the outcome
+    let wantMore: (() => void) | null = null;
+    const out = new Readable({
+      highWaterMark: 256 * 1024,
+      read() {
+        const w = wantMore;
+        wantMore = null;
+        w?.();
+      },
+    });
     const sink = new Writable({
       highWaterMark: 256 * 1024,
       write(chunk, _enc, cb) {
         if (out.destroyed) return cb(remoteError("cancelled", "reader closed"));
-        if (out.write(chunk)) cb();
-        else out.once("drain", () => cb());
+        if (out.push(chunk)) cb();
+        else wantMore = () => cb();
       },
       final(cb) {
         cb();
@@ -234,7 +243,7 @@ export class FtpBackend implements RemoteBackend {
     });
     client
       .downloadTo(sink, path, offset)
-      .then(() => out.end())
+      .then(() => out.push(null))
       .catch((e) => out.destroy(signal.aborted ? remoteError("cancelled", "transfer cancelled") : translate(e, `download ${path}`)))
       .finally(() => {
         signal.removeEventListener("abort", onAbort);

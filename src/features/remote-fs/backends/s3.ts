@@ -269,7 +269,7 @@ export class S3Backend implements RemoteBackend {
         return;
       }
       // multipart, 5 MiB parts (the S3 minimum), 3 at a time: about 15 MiB buffered whatever the file's size
-      const up = new Upload({ client: this.s3, params: { Bucket: this.bucket, Key: this.key(path), Body: source }, partSize: 5 * 1024 * 1024, queueSize: 3, leavePartsOnError: false });
+      const up = new Upload({ client: this.s3, params: { Bucket: this.bucket, Key: this.key(path), Body: source }, partSize: 5 * 1024 * 1024, queueSize: 2, leavePartsOnError: false });
       const onAbort = () => void up.abort().catch(() => {});
       signal.addEventListener("abort", onAbort, { once: true });
       try {

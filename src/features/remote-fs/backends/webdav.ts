@@ -157,7 +157,7 @@ export class WebdavBackend implements RemoteBackend {
     return { ...init, ...(this.ca ? { tls: { ca: this.ca } } : {}) } as RequestInit;
   }
 
-  async read(path: string, offset: number, signal: AbortSignal): Promise<Readable> {
+  async read(path: string, offset: number, signal: AbortSignal): Promise<Readable | ReadableStream<Uint8Array>> {
     checkAborted(signal);
     let res: Response;
     try {
@@ -175,7 +175,7 @@ export class WebdavBackend implements RemoteBackend {
       throw remoteError("unsupported", `download ${path}: the server ignored the Range request (cannot resume)`);
     }
     if (!res.body) return Readable.from([]);
-    return Readable.fromWeb(res.body as never);
+    return res.body;
   }
 
   async write(path: string, source: Readable, size: number, signal: AbortSignal): Promise<void> {
@@ -203,3 +203,4 @@ export class WebdavBackend implements RemoteBackend {
     this.client = null;
   }
 }
+
