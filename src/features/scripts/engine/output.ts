@@ -124,12 +124,15 @@ export function prepareRun(input: ScriptInput, memoryBytes: number): PreparedRun
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
+/** A scope's JSON parsed again (a fresh object; the common empty scope without parsing). */
+const scopeCopy = (json: string): VarScope => (json === "{}" ? {} : (JSON.parse(json) as VarScope));
+
 function unchangedScopes(p: PreparedRun): Pick<ScriptOutput, ScopeName> {
   return {
-    variables: JSON.parse(p.scopesJson.variables) as VarScope,
-    environment: JSON.parse(p.scopesJson.environment) as VarScope,
-    collectionVariables: JSON.parse(p.scopesJson.collectionVariables) as VarScope,
-    globals: JSON.parse(p.scopesJson.globals) as VarScope,
+    variables: scopeCopy(p.scopesJson.variables),
+    environment: scopeCopy(p.scopesJson.environment),
+    collectionVariables: scopeCopy(p.scopesJson.collectionVariables),
+    globals: scopeCopy(p.scopesJson.globals),
   };
 }
 
