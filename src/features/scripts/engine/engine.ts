@@ -13,8 +13,9 @@
  *   memory limit. A run asking for another limit than the engine's restarts an idle worker with it (keep the
  *   limit constant: that restart costs ~150-400 ms of CPU). A run that ran out of memory has its worker replaced
  *   (WebAssembly memory never shrinks).
- * - Time limit: the host's timer (one per worker, armTimer()), firing by the deadline of the run at the head of a worker's line (the one it is doing: it started
- *   when the previous one answered, or when it was posted to an idle worker). When a run passes its deadline its
+ * - Time limit: the host's timer (one per worker, armTimer()), firing by the deadline of the run at the head of a
+ *   worker's line (the one it is doing: it started when the previous one answered, or when it was posted to an idle
+ *   worker). When a run passes its deadline its
  *   worker is terminated (a hard stop: QuickJS's own interrupt is not one, builtins can run for seconds between
  *   checks), the run ends with "Script timed out after N ms", the runs waiting behind it in that worker go back to
  *   the front of the queue (they had not started), and a new worker is started.
