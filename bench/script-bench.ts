@@ -8,14 +8,15 @@
  *   on   scripting_enabled = true: every request is buffered and runs the script in a QuickJS worker
  * For each row: requests/s with `hey -z Ds -c C` (plain HTTP through the proxy), and latency p50/p99 with one
  * keep-alive connection sending N requests one after another (timed in this process, µs resolution). Prints the added latency (on - off) and the throughput kept (on / off) for each
- * round and their medians. Goals (issue 14): added p50 under 150 µs, throughput at least 50% of off.
+ * round and their medians, and the CPU time tapwire's threads spent per request in the throughput runs (from /proc:
+ * on a shared machine the figure to compare between two builds). Goals (issue 14): added p50 under 150 µs, throughput at least 50% of off.
  *
  *   node_modules/.bin/bun bench/script-bench.ts [--duration 5] [--connections 32] [--requests 3000] [--rounds 3]
  *
  * hey is installed with apt-get (needs root) when missing. Every process started here runs in its own process
  * group and is stopped in a finally block.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -65,16 +66,52 @@ async function ensureHey(): Promise<void> {
 interface Load {
   rps: number;
   non200: number;
+  /** CPU time of tapwire's threads per request (µs), from /proc (load elsewhere on the machine hardly moves it). */
+  cpu: Cpu | null;
 }
+
+interface Cpu {
+  main: number;
+  workers: number;
+  other: number;
+}
+
+/** CPU time (ns) of a process's threads so far: its main thread, its Worker threads, all the others (Linux). */
+function threadCpu(pid: number): Cpu | null {
+  const out = { main: 0, workers: 0, other: 0 };
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+        const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
+        if (tid === String(pid)) out.main += ns;
+        else if (name === "Worker") out.workers += ns;
+        else out.other += ns;
+      } catch {
+        // a thread that ended meanwhile
+      }
+    }
+  } catch {
+    return null;
+  }
+  return out;
+}
+
+let tapwirePid = 0;
 
 /** Runs hey through the proxy and reads its summary; any non-200 answer is counted and shown. */
 async function hey(args: string[], url: string, proxy: string): Promise<Load> {
+  const cpu0 = threadCpu(tapwirePid);
   const r = await run(["hey", ...args, "-x", proxy, url], (DURATION + 120) * 1000);
+  const cpu1 = threadCpu(tapwirePid);
   if (r.code !== 0) throw new Error(`hey failed (${r.code}):\n${r.err || r.out}`);
   const num = (re: RegExp) => Number(re.exec(r.out)?.[1] ?? NaN);
   const codes = [...r.out.matchAll(/\[(\d{3})\]\s+(\d+) responses/g)];
   const non200 = codes.filter((m) => m[1] !== "200").reduce((n, m) => n + Number(m[2]), 0) + (/Error distribution/.test(r.out) ? 1 : 0);
-  return { rps: num(/Requests\/sec:\s+([\d.]+)/), non200 };
+  const requests = codes.reduce((n, m) => n + Number(m[2]), 0);
+  const per = (a: number, b: number) => (b - a) / 1000 / requests;
+  const cpu = cpu0 && cpu1 && requests > 0 ? { main: per(cpu0.main, cpu1.main), workers: per(cpu0.workers, cpu1.workers), other: per(cpu0.other, cpu1.other) } : null;
+  return { rps: num(/Requests\/sec:\s+([\d.]+)/), non200, cpu };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -138,6 +175,7 @@ async function main(): Promise<void> {
   const upPort = Number((await waitLine(upstream, (l) => l.startsWith("PORT "), 30_000)).slice(5));
   const dataDir = join(TMP, "data");
   const tw = startChild("tapwire", [BUN, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0"]);
+  tapwirePid = tw.proc.pid;
   await waitLine(tw, (l) => l.includes("API http://127.0.0.1:"), 30_000);
   const hs = JSON.parse(readFileSync(join(dataDir, "api-handshake.json"), "utf8")) as { port: number; token: string; proxy_port: number };
   const api = async (path: string, method: string, body: unknown) => {
@@ -191,6 +229,15 @@ async function main(): Promise<void> {
   console.log(`median over rounds: off ${median(rows.map((r) => r.off.rps)).toFixed(0)} req/s, on ${median(rows.map((r) => r.on.rps)).toFixed(0)} req/s`);
   console.log(`  added latency p50 ${addedP50.toFixed(0)} µs (goal < 150 µs: ${addedP50 < 150 ? "met" : "NOT met"}), p99 ${addedP99.toFixed(0)} µs`);
   console.log(`  throughput kept ${kept.toFixed(1)}% (goal >= 50%: ${kept >= 50 ? "met" : "NOT met"})`);
+  const cpuRow = (pick: (r: (typeof rows)[number]) => Load) => {
+    const c = rows.map(pick).map((l) => l.cpu);
+    if (c.some((x) => x === null)) return "n/a (no /proc)";
+    const m = (f: (x: Cpu) => number) => median(c.map((x) => f(x!))).toFixed(1);
+    return `main thread ${m((x) => x.main)} µs, workers ${m((x) => x.workers)} µs, other threads ${m((x) => x.other)} µs, total ${m((x) => x.main + x.workers + x.other)} µs`;
+  };
+  console.log(`  tapwire CPU per request (throughput runs, median over rounds; load elsewhere hardly moves it):`);
+  console.log(`    off: ${cpuRow((r) => r.off)}`);
+  console.log(`    on:  ${cpuRow((r) => r.on)}`);
 }
 
 const watchdog = setTimeout(() => {

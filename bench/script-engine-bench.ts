@@ -110,7 +110,7 @@ async function hardStop(): Promise<void> {
     };
   });
   const startMs = performance.now() - spawned;
-  const input = JSON.stringify({ phase: "request", memoryBytes: 64 << 20, request: { method: "GET", url: "http://x/", headers: [] }, response: null, variables: {}, environment: {}, collectionVariables: {}, globals: {}, info: {} });
+  const input = [JSON.stringify({ phase: "request", memoryBytes: 64 << 20, info: {} }), JSON.stringify({ method: "GET", url: "http://x/", headers: [] }), "null", "{}", "{}", "{}", "{}"].join("\n");
   const run: HostToWorker = ["run", 1, "while (true) {}", input, "", null, DEADLINE_MS, 64 << 20];
   worker.postMessage(run);
   let worst = 0;

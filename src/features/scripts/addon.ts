@@ -146,7 +146,7 @@ export class ScriptAddon implements Addon {
       let applied = false;
       if (out.errors.length === 0) {
         try {
-          cur = checkRequest(out.request);
+          cur = checkRequest(out.request, cur);
           applied = true;
           this.keepScopes(out);
         } catch (e) {
@@ -170,7 +170,7 @@ export class ScriptAddon implements Addon {
       let applied = false;
       if (out.errors.length === 0 && out.response) {
         try {
-          cur = checkResponse(out.response);
+          cur = checkResponse(out.response, cur);
           applied = true;
           this.keepScopes(out);
         } catch (e) {
@@ -188,25 +188,35 @@ export class ScriptAddon implements Addon {
   }
 }
 
-function checkRequest(req: ScriptRequest): ScriptRequest {
+/**
+ * The request a script answered, checked so that it can go on the wire. before: what the script was given (the
+ * flow's, or what the previous rule's script answered, checked then): a URL or header list the script left as it
+ * was is not checked again.
+ */
+function checkRequest(req: ScriptRequest, before: ScriptRequest): ScriptRequest {
   const method = String(req.method).toUpperCase();
   if (!METHOD.test(method)) throw new Error(`'${req.method}' is not an HTTP method`);
-  let url: URL;
-  try {
-    url = new URL(String(req.url));
-  } catch {
-    throw new Error(`'${req.url}' is not an absolute URL`);
+  const urlText = String(req.url);
+  if (urlText !== before.url) {
+    let url: URL;
+    try {
+      url = new URL(urlText);
+    } catch {
+      throw new Error(`'${req.url}' is not an absolute URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`only http and https URLs can be sent, not ${url.protocol}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`only http and https URLs can be sent, not ${url.protocol}`);
-  return { method, url: String(req.url), headers: checkedHeaders(req.headers), body: String(req.body ?? "") };
+  const headers = Array.isArray(req.headers) && sameHeaders(req.headers, before.headers) ? before.headers : checkedHeaders(req.headers);
+  return { method, url: urlText, headers, body: String(req.body ?? "") };
 }
 
-function checkResponse(res: ScriptResponse): ScriptResponse {
+function checkResponse(res: ScriptResponse, before: ScriptResponse): ScriptResponse {
   const status = Number(res.status);
   if (!Number.isInteger(status) || status < 100 || status > 999) throw new Error(`'${res.status}' is not a status code`);
   const statusText = res.statusText === undefined ? undefined : String(res.statusText);
   if (statusText !== undefined && /[\x00-\x08\x0a-\x1f\x7f]/.test(statusText)) throw new Error("the reason phrase has control characters");
-  return { status, statusText, headers: checkedHeaders(res.headers), body: String(res.body ?? "") };
+  const headers = Array.isArray(res.headers) && sameHeaders(res.headers, before.headers) ? before.headers : checkedHeaders(res.headers);
+  return { status, statusText, headers, body: String(res.body ?? "") };
 }
 
 /** Puts what the scripts changed into the flow; what they left alone stays as received (bytes included). */

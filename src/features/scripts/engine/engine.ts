@@ -13,8 +13,9 @@
  *   memory limit. A run asking for another limit than the engine's restarts an idle worker with it (keep the
  *   limit constant: that restart costs ~150-400 ms of CPU). A run that ran out of memory has its worker replaced
  *   (WebAssembly memory never shrinks).
- * - Time limit: the host's timer, armed for the run at the head of a worker's line (the one it is doing: it started
- *   when the previous one answered, or when it was posted to an idle worker). When a run passes its deadline its
+ * - Time limit: the host's timer (one per worker, armTimer()), firing by the deadline of the run at the head of a
+ *   worker's line (the one it is doing: it started when the previous one answered, or when it was posted to an idle
+ *   worker). When a run passes its deadline its
  *   worker is terminated (a hard stop: QuickJS's own interrupt is not one, builtins can run for seconds between
  *   checks), the run ends with "Script timed out after N ms", the runs waiting behind it in that worker go back to
  *   the front of the queue (they had not started), and a new worker is started.
@@ -62,7 +63,8 @@ interface Job {
   sendRequest: RunOptions["sendRequest"];
   resolve: (out: ScriptOutput) => void;
   started: number;
-  timer: ReturnType<typeof setTimeout> | null;
+  /** started + timeoutMs (performance.now() time), once started. */
+  deadline: number;
 }
 
 interface Slot {
@@ -74,6 +76,12 @@ interface Slot {
   jobs: Job[];
   /** Runs dispatched in this turn of the event loop, posted together at its end (one wake-up of the worker). */
   outbox: RunWire[];
+  /**
+   * The time-limit timer (see armTimer()): it fires at timerAt, no later than the head run's deadline. Unref'd: the
+   * workers themselves keep the process alive while they have runs (updateRefs()).
+   */
+  timer: ReturnType<typeof setTimeout> | null;
+  timerAt: number;
 }
 
 const elapsed = (since: number) => performance.now() - since;
@@ -129,7 +137,7 @@ export class ScriptEngine {
         sendRequest: opts.sendRequest,
         resolve,
         started: 0,
-        timer: null,
+        deadline: 0,
       });
       this.fillPool();
       this.pump();
@@ -142,6 +150,7 @@ export class ScriptEngine {
     this.closed = true;
     const closing: Promise<void>[] = [];
     for (const slot of this.slots.splice(0)) {
+      this.disarm(slot);
       for (const job of slot.jobs.splice(0)) this.finish(job, failureOutput(job.prepared, "Script engine is closed", job.started ? elapsed(job.started) : 0));
       closing.push(terminated(slot.worker));
     }
@@ -159,7 +168,7 @@ export class ScriptEngine {
 
   private spawn(memoryBytes: number): void {
     const worker = new Worker(WORKER_URL);
-    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [], outbox: [] };
+    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [], outbox: [], timer: null, timerAt: 0 };
     this.slots.push(slot);
     if (this.referenced) worker.ref();
     else worker.unref();
@@ -183,6 +192,7 @@ export class ScriptEngine {
     const i = this.slots.indexOf(slot);
     if (i < 0) return false;
     this.slots.splice(i, 1);
+    this.disarm(slot);
     slot.worker.terminate();
     return true;
   }
@@ -223,9 +233,8 @@ export class ScriptEngine {
   private requeue(slot: Slot): void {
     const waiting = slot.jobs.splice(0);
     for (const job of waiting) {
-      if (job.timer) clearTimeout(job.timer);
-      job.timer = null;
       job.started = 0;
+      job.deadline = 0;
     }
     this.queue.unshift(...waiting);
   }
@@ -313,12 +322,29 @@ export class ScriptEngine {
     const job = slot.jobs[0];
     if (!job) return;
     job.started = performance.now();
-    job.timer = setTimeout(() => this.onTimeout(slot, job), job.timeoutMs);
+    job.deadline = job.started + job.timeoutMs;
+    this.armTimer(slot, job.deadline);
+  }
+
+  /**
+   * One timer per worker, not one per run (a setTimeout and clearTimeout per run cost the main thread more than the
+   * rest of the run's bookkeeping): it stays armed while runs come and go, as long as it fires no later than the head
+   * run's deadline; when it fires before that deadline it is armed again for it (onTimer()).
+   */
+  private armTimer(slot: Slot, at: number): void {
+    if (slot.timer && slot.timerAt <= at) return;
+    if (slot.timer) clearTimeout(slot.timer);
+    slot.timerAt = at;
+    slot.timer = setTimeout(() => this.onTimer(slot), Math.max(0, at - performance.now()));
+    slot.timer.unref?.();
+  }
+
+  private disarm(slot: Slot): void {
+    if (slot.timer) clearTimeout(slot.timer);
+    slot.timer = null;
   }
 
   private finish(job: Job, out: ScriptOutput): void {
-    if (job.timer) clearTimeout(job.timer);
-    job.timer = null;
     job.resolve(out);
   }
 
@@ -373,10 +399,16 @@ export class ScriptEngine {
     this.pump();
   }
 
-  private onTimeout(slot: Slot, job: Job): void {
-    if (slot.jobs[0] !== job) return;
+  private onTimer(slot: Slot): void {
+    slot.timer = null;
+    if (!this.slots.includes(slot)) return;
+    const job = slot.jobs[0];
+    if (!job || !job.started) return; // idle: armed again by the next run
+    if (performance.now() < job.deadline) {
+      this.armTimer(slot, job.deadline);
+      return;
+    }
     slot.jobs.shift();
-    job.timer = null;
     this.finish(job, failureOutput(job.prepared, `Script timed out after ${job.timeoutMs} ms`, elapsed(job.started)));
     this.requeue(slot);
     this.replace(slot);

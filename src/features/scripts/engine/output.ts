@@ -4,7 +4,7 @@
  * parsed from JSON, never anything QuickJS made; what the sandbox sends is checked field by field, so even a script
  * that broke the prelude's built-ins cannot hand the host a malformed output.
  */
-import type { SandboxInput, SandboxOutput } from "./protocol.ts";
+import type { SandboxInput, SandboxInputHead, SandboxOutput } from "./protocol.ts";
 import type {
   ConsoleLine,
   HeaderList,
@@ -26,7 +26,7 @@ type ScopeName = (typeof SCOPES)[number];
 /** A run ready to go to a worker, with what the output falls back to for anything the script did not change. */
 export interface PreparedRun {
   script: string;
-  /** SandboxInput as JSON. */
+  /** SandboxInput in parts, as the worker takes it (protocol.ts, SandboxInputHead). */
   inputJson: string;
   request: ScriptRequest;
   response: ScriptResponse | null;
@@ -87,11 +87,11 @@ export function prepareRun(input: ScriptInput, memoryBytes: number): PreparedRun
     }
   }
   const info = isRecord(input.info) ? input.info : {};
-  const head: Omit<SandboxInput, ScopeName> = {
+  const sandboxRequest: SandboxInput["request"] = { method: request.method, url: request.url, headers: request.headers };
+  const sandboxResponse: SandboxInput["response"] = response && { status: response.status, statusText: response.statusText, headers: response.headers, responseTime: response.responseTime };
+  const head: SandboxInputHead = {
     phase,
     memoryBytes,
-    request: { method: request.method, url: request.url, headers: request.headers },
-    response: response && { status: response.status, statusText: response.statusText, headers: response.headers, responseTime: response.responseTime },
     info: {
       requestName: typeof info.requestName === "string" ? info.requestName : undefined,
       eventName: typeof info.eventName === "string" ? info.eventName : undefined,
@@ -108,21 +108,31 @@ export function prepareRun(input: ScriptInput, memoryBytes: number): PreparedRun
       return { error: `iterationData cannot be passed to a script: ${e instanceof Error ? e.message : String(e)}` };
     }
   }
-  const headJson = JSON.stringify(head);
-  const inputJson =
-    headJson.slice(0, -1) +
-    `,"variables":${scopesJson.variables},"environment":${scopesJson.environment},"collectionVariables":${scopesJson.collectionVariables},"globals":${scopesJson.globals}}`;
+  // Parts joined by "\n", which JSON.stringify never writes (it escapes control characters): the sandbox parses
+  // each part only when the script uses it (run.sandbox.js, RunInput).
+  const inputJson = [
+    JSON.stringify(head),
+    JSON.stringify(sandboxRequest),
+    JSON.stringify(sandboxResponse),
+    scopesJson.variables,
+    scopesJson.environment,
+    scopesJson.collectionVariables,
+    scopesJson.globals,
+  ].join("\n");
   return { script: input.script, inputJson, request, response, scopesJson };
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
+/** A scope's JSON parsed again (a fresh object; the common empty scope without parsing). */
+const scopeCopy = (json: string): VarScope => (json === "{}" ? {} : (JSON.parse(json) as VarScope));
+
 function unchangedScopes(p: PreparedRun): Pick<ScriptOutput, ScopeName> {
   return {
-    variables: JSON.parse(p.scopesJson.variables) as VarScope,
-    environment: JSON.parse(p.scopesJson.environment) as VarScope,
-    collectionVariables: JSON.parse(p.scopesJson.collectionVariables) as VarScope,
-    globals: JSON.parse(p.scopesJson.globals) as VarScope,
+    variables: scopeCopy(p.scopesJson.variables),
+    environment: scopeCopy(p.scopesJson.environment),
+    collectionVariables: scopeCopy(p.scopesJson.collectionVariables),
+    globals: scopeCopy(p.scopesJson.globals),
   };
 }
 

@@ -22,7 +22,7 @@ export interface RunMessage {
   t: "run";
   id: number;
   script: string;
-  /** SandboxInput as JSON. */
+  /** SandboxInput in parts (SandboxInputHead). */
   input: string;
   requestBody: string;
   responseBody: string | null;
@@ -58,7 +58,13 @@ export type WorkerToHost =
   /** pm.sendRequest: request is a ScriptRequest as JSON. */
   | { t: "send"; id: number; op: number; request: string };
 
-/** What the sandbox's start() parses (bodies travel separately). */
+/**
+ * What the sandbox's start() gets (bodies travel separately): RunMessage.input is the JSON of SandboxInputHead, then
+ * of request, response, variables, environment, collectionVariables and globals, joined by "\n" (never in
+ * JSON.stringify's output); the sandbox parses each part on first use.
+ */
+export type SandboxInputHead = Pick<SandboxInput, "phase" | "memoryBytes" | "info" | "iterationData">;
+
 export interface SandboxInput {
   phase: string;
   memoryBytes: number;

@@ -173,14 +173,13 @@ export class SandboxRunner {
   private advance(run: ActiveRun): string | number {
     for (;;) {
       this.runJobs(run);
+      // tick() answers text either way (no typeof round trip): the output is a JSON object, a delay a number
       const next = this.call(this.tickFn, [], run);
-      if (this.ctx.typeof(next) === "string") {
-        const output = this.ctx.getString(next);
-        next.dispose();
-        return output;
-      }
-      const delay = this.ctx.getNumber(next);
+      const text = this.ctx.getString(next);
       next.dispose();
+      if (text.charCodeAt(0) === 123 /* { */) return text;
+      const delay = Number(text);
+      if (Number.isNaN(delay)) throw new RunAbort("crash", "Sandbox failure: tick() answered neither an output nor a delay");
       if (delay !== -2) return delay; // -2: timers fired, their jobs first
     }
   }

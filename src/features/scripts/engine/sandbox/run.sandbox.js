@@ -7,6 +7,73 @@ const EVENT_NAMES = { request: "prerequest", response: "test", test: "test" };
 /** The run in progress (one at a time per worker); globals such as console and setTimeout act on it. */
 let current = null;
 
+/**
+ * The host's input, parsed part by part on first use (a script that never reads the response or a scope never pays
+ * for parsing it). The text is the parts' JSON joined by "\n", which JSON.stringify never writes (output.ts):
+ * head { phase, memoryBytes, info, iterationData? }, request, response, variables, environment,
+ * collectionVariables, globals.
+ */
+const INPUT_PARTS = { request: 1, response: 2, variables: 3, environment: 4, collectionVariables: 5, globals: 6 };
+const UNPARSED = {};
+
+class RunInput {
+  #parts;
+  #values;
+  #head = null;
+
+  constructor(text) {
+    this.#parts = text.split("\n");
+    this.#values = [UNPARSED, UNPARSED, UNPARSED, UNPARSED, UNPARSED, UNPARSED, UNPARSED];
+  }
+
+  #part(i) {
+    let v = this.#values[i];
+    if (v === UNPARSED) {
+      const text = this.#parts[i];
+      v = this.#values[i] = text === undefined ? undefined : jsonParse(text);
+    }
+    return v;
+  }
+
+  #headPart() {
+    if (!this.#head) {
+      const h = this.#part(0);
+      this.#head = isObject(h) ? h : {};
+      if (!isObject(this.#head.info)) this.#head.info = {};
+    }
+    return this.#head;
+  }
+
+  get phase() {
+    return this.#headPart().phase;
+  }
+
+  get memoryBytes() {
+    return this.#headPart().memoryBytes;
+  }
+
+  get info() {
+    return this.#headPart().info;
+  }
+
+  get iterationData() {
+    return this.#headPart().iterationData;
+  }
+
+  get request() {
+    return this.#part(INPUT_PARTS.request);
+  }
+
+  get response() {
+    return this.#part(INPUT_PARTS.response);
+  }
+
+  /** A variable scope by name (variables, environment, collectionVariables, globals). */
+  scope(name) {
+    return this.#part(INPUT_PARTS[name]);
+  }
+}
+
 class RunState {
   constructor(input) {
     this.input = input;
@@ -16,9 +83,10 @@ class RunState {
     this.errors = [];
     this.settled = false;
     this.oom = false;
-    this.timers = new Map();
+    /** setTimeout/setInterval timers and pm.sendRequest calls pending: Maps made on first use. */
+    this.timers = null;
     this.nextTimerId = 1;
-    this.sends = new Map();
+    this.sends = null;
     this.sendCount = 0;
     this.requestView = null;
     this.responseView = undefined;
@@ -79,18 +147,18 @@ class RunState {
     const input = this.input;
     switch (name) {
       case "environment":
-        return (s.environment = new EnvironmentScope(input.environment, input.info.environmentName || ""));
+        return (s.environment = new EnvironmentScope(input.scope("environment"), input.info.environmentName || ""));
       case "iterationData":
         return (s.iterationData = new VariableScope(input.iterationData, true));
       case "variables":
-        return (s.variables = new ResolvedVariables(input.variables, [
+        return (s.variables = new ResolvedVariables(input.scope("variables"), [
           () => this.scope("iterationData"),
           () => this.scope("environment"),
           () => this.scope("collectionVariables"),
           () => this.scope("globals"),
         ]));
       default:
-        return (s[name] = new VariableScope(input[name], false));
+        return (s[name] = new VariableScope(input.scope(name), false));
     }
   }
 
@@ -201,7 +269,7 @@ function makeSendRequest(state) {
       // reported the way a failed request is: to the callback (asynchronously) or as a rejection
       if (cb) promiseThen.call(promiseResolve(undefined), () => callSendCallback(state, cb, error, undefined));
       else reject(error);
-    } else state.sends.set(op, { cb, resolve, reject });
+    } else (state.sends || (state.sends = new Map())).set(op, { cb, resolve, reject });
     return promise || undefined;
   });
 }
@@ -300,12 +368,12 @@ function addTimer(name, fn, ms, args, repeat) {
   if (!isFunction(fn)) throw new TypeError(`${name} needs a function`);
   const delay = Math.max(0, Number(ms) || 0);
   const id = s.nextTimerId++;
-  s.timers.set(id, { due: dateNow() + delay, fn, args, every: repeat ? Math.max(1, delay) : 0 });
+  (s.timers || (s.timers = new Map())).set(id, { due: dateNow() + delay, fn, args, every: repeat ? Math.max(1, delay) : 0 });
   return id;
 }
 
 function clearTimer(id) {
-  if (current) current.timers.delete(Number(id));
+  if (current && current.timers) current.timers.delete(Number(id));
 }
 
 const GLOBALS = {
@@ -358,10 +426,8 @@ function removeAdditions() {
 // ---- entry points ----
 
 /** Starts a run: fn is the compiled script, inputJson the host's input (without bodies). */
-function start(fn, inputJson) {
-  const input = jsonParse(inputJson);
-  if (!isObject(input.info)) input.info = {};
-  const state = new RunState(input);
+function start(fn, inputText) {
+  const state = new RunState(new RunInput(inputText));
   current = state;
   state.pm = objectFreeze(new Pm(state));
   // fn is a plain function when the script has no `await` (runner.ts): no promise to wait for then, unless it
@@ -387,13 +453,14 @@ function start(fn, inputJson) {
 }
 
 /**
- * Called after the worker ran the pending jobs. Fires due timers (then answers -2: run the jobs again); otherwise
- * answers the delay in ms to the next timer, -1 when only pm.sendRequest answers are awaited, or, when nothing is
- * left that could happen, the run's output (JSON text) — the run is over.
+ * Called after the worker ran the pending jobs. Answers text, always (the worker reads it without asking its type):
+ * fires due timers (then answers "-2": run the jobs again); otherwise answers the delay in ms to the next timer,
+ * "-1" when only pm.sendRequest answers are awaited, or, when nothing is left that could happen, the run's output
+ * (JSON text of an object) — the run is over.
  */
 function tick() {
   const s = current;
-  if (s.timers.size) {
+  if (s.timers && s.timers.size) {
     const now = dateNow();
     const due = [];
     for (const [id, t] of s.timers) if (t.due <= now) due.push([id, t]);
@@ -409,20 +476,20 @@ function tick() {
           s.fail(e);
         }
       }
-      return -2;
+      return "-2";
     }
     let next = Infinity;
     for (const t of s.timers.values()) next = Math.min(next, t.due - now);
-    return Math.max(0, next);
+    return String(Math.max(0, next));
   }
-  if (s.sends.size) return -1;
+  if (s.sends && s.sends.size) return "-1";
   return finish(s);
 }
 
 /** A pm.sendRequest answer from the host: { ok: true, response } or { ok: false, error }. */
 function deliver(op, resultJson) {
   const s = current;
-  const pending = s && s.sends.get(op);
+  const pending = s && s.sends && s.sends.get(op);
   if (!pending) return;
   s.sends.delete(op);
   const r = jsonParse(resultJson);
