@@ -7,6 +7,9 @@ import type { RemoteConnection, RemoteConnections } from "./connections.ts";
 import { checkAborted } from "./backend.ts";
 import { RemoteError, remoteError } from "./errors.ts";
 
+/** How long cancel, pause and stop wait for a transfer's work to stop before they leave it behind (see start()). */
+const STUCK_GRACE_MS = 2000;
+
 export type TransferState = "queued" | "running" | "paused" | "done" | "error" | "cancelled";
 export type TransferKind = "download" | "upload";
 
@@ -318,7 +321,14 @@ export class TransferQueue {
       this.finish(j, "error", errorOf(e));
       return;
     }
-    const work = j.view.kind === "download" ? this.download(j, conn, abort.signal) : this.upload(j, conn, abort.signal);
+    // a transfer stuck before its first byte (a server that accepts and never answers) may not watch the signal:
+    // a work that has not stopped STUCK_GRACE_MS after the abort is left behind (it checks the signal after each
+    // step before it touches a file), so cancel, pause and stop always answer; a work that stops in time has
+    // cleaned up its temporary files first
+    const aborted = new Promise<never>((_, reject) =>
+      abort.signal.addEventListener("abort", () => setTimeout(() => reject(remoteError("cancelled", "transfer cancelled")), STUCK_GRACE_MS), { once: true }),
+    );
+    const work = Promise.race([j.view.kind === "download" ? this.download(j, conn, abort.signal) : this.upload(j, conn, abort.signal), aborted]);
     j.settled = work.then(
       () => this.finish(j, "done", null),
       (e) => {
@@ -338,8 +348,10 @@ export class TransferQueue {
 
   private async download(j: Job, conn: RemoteConnection, signal: AbortSignal): Promise<void> {
     const remote = await conn.resolve(j.view.remotePath);
+    checkAborted(signal);
     j.view.remotePath = remote;
     const st = await conn.run((b) => b.stat(remote));
+    checkAborted(signal);
     if (!st) throw remoteError("notFound", `download: ${remote} does not exist`);
     if (st.isDir) throw remoteError("protocol", `download: ${remote} is a folder`);
     j.view.totalBytes = st.size;
@@ -361,6 +373,7 @@ export class TransferQueue {
 
   private async upload(j: Job, conn: RemoteConnection, signal: AbortSignal): Promise<void> {
     const remote = await conn.resolve(j.view.remotePath);
+    checkAborted(signal);
     j.view.remotePath = remote;
     const size = statSync(j.view.localPath).size;
     j.view.totalBytes = size;
