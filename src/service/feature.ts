@@ -1,7 +1,6 @@
 import type { RoutePlugin } from "../api/app.ts";
 import type { CaptureControl } from "../features/capture/control.ts";
 import type { ProxyContext, WebSocketTap } from "../core/proxy/context.ts";
-import type { ScriptRunner } from "../features/scripts/runner.ts";
 import type { Addon } from "../pipeline/addon.ts";
 import type { Flow } from "../pipeline/flow.ts";
 import type { CaptureStore } from "../store/capture-store.ts";
@@ -26,8 +25,6 @@ export interface FeatureContext {
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
   /** Another feature by name, once every feature is built (call it from start() or later, not from the factory). */
   feature: <T extends Feature = Feature>(name: string) => T;
-  /** The scripts feature's runner (the process's one script engine), for features that run scripts themselves. */
-  scriptRunner: () => ScriptRunner;
   /** The management API's bearer token: never stored in a captured entry (a request through the proxy to the API). */
   apiToken?: string;
 }

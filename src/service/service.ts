@@ -26,7 +26,6 @@ import { VERSION } from "../version.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import { DEFAULTS, type ServiceConfig } from "./config.ts";
 import { ensureDataDir, prepareCaptureDb } from "./datadir.ts";
-import type { ScriptRunner } from "../features/scripts/runner.ts";
 import type { Feature, FeatureContext } from "./feature.ts";
 import { acquireInstanceLock, removeHandshake, writeHandshake } from "./handshake.ts";
 
@@ -132,7 +131,6 @@ export class TapwireService {
       apiToken: this.token,
       isIgnoredClient: (label) => this.feature<Feature & { ignoredClients: { has(l: string): boolean } }>("capture").ignoredClients.has(label),
       feature: (name) => this.feature(name),
-      scriptRunner: () => this.feature<Feature & { runner: ScriptRunner }>("scripts").runner,
     };
     this.features = FEATURES.map((make) => make(fctx));
     const extraCa = this.config.upstreamCa.map((f) => readFileSync(f, "utf8"));

@@ -17,7 +17,7 @@ export interface SendDeps {
   store: CollectionStore;
   proxy: () => ProxyContext;
   onStored: (listener: (flow: Flow, id: number) => void) => () => void;
-  /** The process's script runner (FeatureContext.scriptRunner): pre-request and test scripts run on it. */
+  /** The process's script runner (the scripts feature's): pre-request and test scripts run on it. */
   scripts: () => ScriptRunner;
 }
 
