@@ -102,8 +102,10 @@ if (want("streaming")) {
     row("streaming", `${size} download: tapwire RSS growth`, "< 64 MiB", r.download_rss_growth_mib!, mib, (v) => v < 64);
     row("streaming", `${size} upload via tapwire / direct (capture on, median of ${r.rounds})`, ">= 0.70", r.upload_ratio!, f2, (v) => v >= 0.7);
     row("streaming", `${size} upload: tapwire RSS growth`, "< 64 MiB", r.upload_rss_growth_mib!, mib, (v) => v < 64);
-    row("streaming", "download MiB/s: direct / tapwire", "-", r.download_direct_mibs!, (v) => `${v.toFixed(0)} / ${r.download_tapwire_mibs!.toFixed(0)}`, null);
-    row("streaming", "upload MiB/s: direct / tapwire", "-", r.upload_direct_mibs!, (v) => `${v.toFixed(0)} / ${r.upload_tapwire_mibs!.toFixed(0)}`, null);
+    row("streaming", "download MiB/s: direct / bare Bun relay / tapwire", "-", r.download_direct_mibs!, (v) => `${v.toFixed(0)} / ${r.download_relay_mibs!.toFixed(0)} / ${r.download_tapwire_mibs!.toFixed(0)}`, null);
+    row("streaming", "upload MiB/s: direct / bare Bun relay / tapwire", "-", r.upload_direct_mibs!, (v) => `${v.toFixed(0)} / ${r.upload_relay_mibs!.toFixed(0)} / ${r.upload_tapwire_mibs!.toFixed(0)}`, null);
+    row("streaming", "download: tapwire / bare Bun relay (the ceiling for a Bun process)", "-", r.download_vs_relay!, f2, null);
+    row("streaming", "upload: tapwire / bare Bun relay", "-", r.upload_vs_relay!, f2, null);
   } catch (e) {
     failed("streaming", e);
   }

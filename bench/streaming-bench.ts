@@ -3,8 +3,10 @@
  * Streaming through the proxy: a 1 GiB download (GET, the upstream streams it) and a 1 GiB upload (PUT of a
  * sparse file, the upstream counts it), direct and through tapwire with capture on (its captured copy capped by
  * --body-limit, default 1 MiB), with curl as the client. Upstream, tapwire and curl each run in their own process.
- * Paired rounds: each round measures direct then tapwire back to back, for the download and then the upload, and
- * gives its own ratios (tapwire MiB/s / direct MiB/s); the figures are the medians over rounds. tapwire's RSS is
+ * Paired rounds: each round measures direct, a bare Bun TCP relay (bench/peers/bun-relay.ts: the floor any Bun
+ * process pays to move bytes between two sockets) and tapwire back to back, for the download and then the upload,
+ * and gives its own ratios (tapwire / direct, relay / direct, tapwire / relay); the figures are the medians over
+ * rounds. tapwire's RSS is
  * sampled (/proc, every 20 ms) during its transfers: the growth over its RSS before the first transfer is reported
  * (its largest value over all rounds).
  *
@@ -94,12 +96,13 @@ async function curl(args: string[]): Promise<{ bytes: number; secs: number }> {
   return { bytes: Math.max(Number(last[0]), Number(last[1])), secs: Number(last[2]) };
 }
 
-async function transfer(kind: "download" | "upload", up: number, proxy: string | null, uploadFile: string): Promise<number> {
+/** `port` is where curl connects: the upstream itself, or the bare relay in front of it (both without a proxy). */
+async function transfer(kind: "download" | "upload", port: number, proxy: string | null, uploadFile: string): Promise<number> {
   const via = proxy ? ["-x", proxy] : ["--noproxy", "*"];
   const r =
     kind === "download"
-      ? await curl([...via, "-o", "/dev/null", `http://127.0.0.1:${up}/bytes?n=${SIZE}`])
-      : await curl([...via, "-o", "/dev/null", "-H", "Expect:", "-T", uploadFile, `http://127.0.0.1:${up}/sink`]);
+      ? await curl([...via, "-o", "/dev/null", `http://127.0.0.1:${port}/bytes?n=${SIZE}`])
+      : await curl([...via, "-o", "/dev/null", "-H", "Expect:", "-T", uploadFile, `http://127.0.0.1:${port}/sink`]);
   if (r.bytes !== SIZE) throw new Error(`${kind}: ${r.bytes} bytes moved, expected ${SIZE}`);
   return SIZE / 1024 / 1024 / r.secs;
 }
@@ -112,12 +115,16 @@ function median(xs: number[]): number {
 
 let upstream: Child | null = null;
 let tapwire: Child | null = null;
+let relay: Child | null = null;
 try {
   const uploadFile = join(tmp, "upload.bin");
   writeFileSync(uploadFile, "");
   truncateSync(uploadFile, SIZE); // sparse: reading it costs the client almost nothing
   upstream = startChild("upstream", [BUN, import.meta.path, "--serve-upstream"]);
   const upPort = Number((await upstream.out.wait((l) => l.startsWith("PORT "))).slice(5));
+  // The reference for what any Bun process can stream: a bare TCP relay in front of the upstream (bench/peers).
+  relay = startChild("bun-relay", [BUN, join(ROOT, "bench/peers/bun-relay.ts"), String(upPort)]);
+  const relayPort = Number((await relay.out.wait((l) => l.startsWith("PORT "))).slice(5));
   const dataDir = join(tmp, "data");
   const args = [BUN, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0"];
   if (opt["body-limit"]) args.push("--body-limit", opt["body-limit"]);
@@ -135,16 +142,28 @@ try {
     rssMax = Math.max(rssMax, rssKiB(pid));
   }, 20);
   const rssGrowth: Record<string, number> = { download: 0, upload: 0 };
-  const rounds: { kind: string; direct: number; tapwire: number }[] = [];
+  /** The relay's RSS growth during its own transfer (its largest over rounds): what Bun's per-read buffers cost. */
+  const relayRssGrowth: Record<string, number> = { download: 0, upload: 0 };
+  const rounds: { kind: string; direct: number; relay: number; tapwire: number }[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     for (const kind of ["download", "upload"] as const) {
       const direct = await transfer(kind, upPort, null, uploadFile);
+      const relayRss0 = rssKiB(relay.proc.pid);
+      let relayRssMax = relayRss0;
+      const relaySampler = setInterval(() => {
+        relayRssMax = Math.max(relayRssMax, rssKiB(relay!.proc.pid));
+      }, 20);
+      const viaRelay = await transfer(kind, relayPort, null, uploadFile);
+      clearInterval(relaySampler);
+      relayRssGrowth[kind] = Math.max(relayRssGrowth[kind]!, (relayRssMax - relayRss0) / 1024);
       rssMax = rssKiB(pid);
       const tw = await transfer(kind, upPort, proxy, uploadFile);
       rssMax = Math.max(rssMax, rssKiB(pid));
       rssGrowth[kind] = Math.max(rssGrowth[kind]!, (rssMax - rss0) / 1024);
-      rounds.push({ kind, direct, tapwire: tw });
-      console.log(`round ${r + 1} ${kind.padEnd(8)} direct ${direct.toFixed(0).padStart(6)} MiB/s   tapwire ${tw.toFixed(0).padStart(6)} MiB/s   ratio ${(tw / direct).toFixed(2)}`);
+      rounds.push({ kind, direct, relay: viaRelay, tapwire: tw });
+      console.log(
+        `round ${r + 1} ${kind.padEnd(8)} direct ${direct.toFixed(0).padStart(6)} MiB/s   bare Bun relay ${viaRelay.toFixed(0).padStart(6)} MiB/s   tapwire ${tw.toFixed(0).padStart(6)} MiB/s   tapwire/direct ${(tw / direct).toFixed(2)}   relay/direct ${(viaRelay / direct).toFixed(2)}   tapwire/relay ${(tw / viaRelay).toFixed(2)}`,
+      );
     }
   }
   clearInterval(sampler);
@@ -154,14 +173,19 @@ try {
     res[`${kind}_ratio`] = median(rs.map((x) => x.tapwire / x.direct));
     res[`${kind}_direct_mibs`] = median(rs.map((x) => x.direct));
     res[`${kind}_tapwire_mibs`] = median(rs.map((x) => x.tapwire));
+    res[`${kind}_relay_mibs`] = median(rs.map((x) => x.relay));
+    res[`${kind}_relay_ratio`] = median(rs.map((x) => x.relay / x.direct));
+    res[`${kind}_vs_relay`] = median(rs.map((x) => x.tapwire / x.relay));
     res[`${kind}_rss_growth_mib`] = rssGrowth[kind]!;
+    res[`${kind}_relay_rss_growth_mib`] = relayRssGrowth[kind]!;
     console.log(
-      `${kind}: median ratio ${res[`${kind}_ratio`]!.toFixed(2)} (goal >= 0.70), tapwire RSS growth ${rssGrowth[kind]!.toFixed(1)} MiB over ${(rss0 / 1024).toFixed(0)} MiB (goal < 64 MiB)`,
+      `${kind}: median ratio ${res[`${kind}_ratio`]!.toFixed(2)} (goal >= 0.70; a bare Bun relay reaches ${res[`${kind}_relay_ratio`]!.toFixed(2)}, tapwire is ${res[`${kind}_vs_relay`]!.toFixed(2)} of it), tapwire RSS growth ${rssGrowth[kind]!.toFixed(1)} MiB over ${(rss0 / 1024).toFixed(0)} MiB (goal < 64 MiB; the bare relay's: ${relayRssGrowth[kind]!.toFixed(1)} MiB)`,
     );
   }
   console.log(`RESULT ${JSON.stringify(res)}`);
 } finally {
   if (tapwire) await stopChild(tapwire);
+  if (relay) await stopChild(relay);
   if (upstream) await stopChild(upstream);
   await stopAll();
   rmSync(tmp, { recursive: true, force: true });
