@@ -159,8 +159,9 @@ export class Endpoint {
     const n = this.socket.write(data);
     if (n === data.length) return true;
     if (n < 0) return false;
-    // Bun hands us a fresh buffer per read, but the caller may reuse `data`: keep our own copy of the tail.
-    const rest = data.slice(n);
+    // No copy: every buffer written here is either a fresh one (Bun hands out a new buffer per read; heads and
+    // chunk frames are serialised into new ones) or a constant never written to, so a view of the tail is safe.
+    const rest = data.subarray(n);
     this.queue.push(rest);
     this.queued += rest.length;
     this.lastProgress = performance.now();
