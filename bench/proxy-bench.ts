@@ -522,18 +522,18 @@ function printGoals(): void {
     const n = pr.rounds.length;
     console.log(`\nGoals, HTTP: median of ${n} paired round${n > 1 ? "s" : ""} (see above)${pr.error ? " (the rounds were cut short)" : ""}:`);
     const ba = median(pr.rounds.map((r) => r.tapwire.rps / r.direct.rps));
-    ratioLine("(b)/(a)  tapwire HTTP req/s / direct req/s", ba, ">= 0.40", ba >= 0.4);
+    ratioLine("(b)/(a)  tapwire HTTP req/s / direct req/s", ba, ">= 0.60", ba >= 0.6);
     const bp = median(pr.rounds.map((r) => r.tapwire.rps / r.peer.rps));
-    ratioLine(`(b)/fastest peer HTTP (${pr.peer})`, bp, ">= 3x", bp >= 3);
+    ratioLine(`(b)/fastest peer HTTP (${pr.peer})`, bp, ">= 4x", bp >= 4);
     const added = median(pr.rounds.map((r) => r.tapwire.p99ms - r.direct.p99ms));
     ratioLine(`added p99 latency (b) - (a), ms, at ${CONNS} connections`, added, "< 2 ms", added < 2);
   }
   console.log(`\nGoals (hey rows${pr ? ", one run each" : ""}):`);
   const ba = a && b ? b.rps / a.rps : null;
-  ratioLine("(b)/(a)  tapwire HTTP req/s / direct req/s", ba, ">= 0.40", ba === null ? null : ba >= 0.4);
+  ratioLine("(b)/(a)  tapwire HTTP req/s / direct req/s", ba, ">= 0.60", ba === null ? null : ba >= 0.6);
   const ph = fastestPeer("b");
   const bp = b && ph ? b.rps / ph.rps : null;
-  ratioLine(`(b)/fastest peer HTTP (${ph?.name ?? "no peer"})`, bp, ">= 3x", bp === null ? null : bp >= 3);
+  ratioLine(`(b)/fastest peer HTTP (${ph?.name ?? "no peer"})`, bp, ">= 4x", bp === null ? null : bp >= 4);
   const ps = fastestPeer("c");
   const cp = c && ps ? c.rps / ps.rps : null;
   ratioLine(`(c)/fastest peer HTTPS (${ps?.name ?? "no peer"})`, cp, ">= 2x", cp === null ? null : cp >= 2);
