@@ -129,6 +129,12 @@ if (want("proxy")) {
     row("proxy", `plain HTTP: tapwire / fastest peer req/s (${how})`, ">= 4x", pick(src, /\(b\)\/fastest peer HTTP/), f2, (v) => v >= 4);
     row("proxy", `plain HTTP: added p99 latency (${how})`, "< 2 ms", pick(src, /added p99 latency/), ms, (v) => v < 2);
     row("proxy", "HTTPS (CONNECT): tapwire / fastest peer req/s", ">= 2x", pick(single, /\(c\)\/fastest peer HTTPS/), f2, (v) => v >= 2);
+    const info = (re: RegExp): number | null => {
+      const m = new RegExp(`${re.source}[^\\n]*?\\s(-?[\\d.]+)(?:\\s|$)`, "m").exec(out);
+      return m ? Number(m[1]) : null;
+    };
+    row("proxy", "plain HTTP: bare Bun TCP relay / direct req/s (the floor for a Bun process, one run)", "-", info(/\(a-relay\)\/\(a\)/), f2, null);
+    row("proxy", "plain HTTP: tapwire / bare Bun relay req/s (one run)", "-", info(/\(b\)\/\(a-relay\)/), f2, null);
   } catch (e) {
     failed("proxy", e);
   }

@@ -343,7 +343,8 @@ async function measure(
   id: string,
   label: string,
   url: string,
-  proxy: { url: string; pgid: number } | null,
+  /** The process under test; `url: null` when clients reach it without -x (the bare relay), CPU still counted. */
+  proxy: { url: string | null; pgid: number } | null,
   tool: "hey" | "wrk" = "hey",
   extra: string[] = [],
 ): Promise<Row> {
@@ -541,6 +542,9 @@ function printGoals(): void {
   ratioLine(`added p99 latency (b) - (a), ms, at ${CONNS} connections`, added, `< 2 ms${CONNS === 32 ? "" : "; the goal is stated for 32 connections"}`, added === null ? null : added < 2);
   const a2 = get("a2");
   if (a2 && c) console.log(`  info  ${pad("(c)/(a2)  tapwire HTTPS req/s / direct HTTPS req/s", 58)} ${lpad((c.rps / a2.rps).toFixed(2), 8)}`);
+  const ar = get("a-relay");
+  if (a && ar) console.log(`  info  ${pad("(a-relay)/(a)  bare Bun TCP relay / direct req/s", 58)} ${lpad((ar.rps / a.rps).toFixed(2), 8)}   (what any Bun process in the path allows here)`);
+  if (b && ar) console.log(`  info  ${pad("(b)/(a-relay)  tapwire (capturing) / bare Bun relay req/s", 58)} ${lpad((b.rps / ar.rps).toFixed(2), 8)}`);
   const bn = get("b-nocap");
   const cn = get("c-nocap");
   if (b && bn) console.log(`  info  ${pad("(b) with capture / (b) capture stopped", 58)} ${lpad((b.rps / bn.rps).toFixed(2), 8)}`);
@@ -731,6 +735,21 @@ async function main(): Promise<number> {
   await measure("a", "direct, HTTP keep-alive", httpUrl, null);
   await measure("a2", "direct, HTTPS keep-alive (reference)", httpsUrl, null);
   if (WITH_WRK) await measure("a", "direct, HTTP keep-alive", httpUrl, null, "wrk");
+
+  // 3b. the floor for any Bun process in the path: a bare TCP relay in front of the upstream (no HTTP, no capture)
+  {
+    const relay = startChild("bun-relay", [BUN, join(import.meta.dir, "peers/bun-relay.ts"), String(up.http)]);
+    try {
+      const line = await Promise.race([relay.out.wait((l) => l.startsWith("PORT ")), Bun.sleep(15_000).then(() => null)]);
+      if (line === null) throw new Error(`bun-relay did not start: ${relay.err.text(5)}`);
+      const relayUrl = `http://127.0.0.1:${Number(line.slice(5))}/1k.txt`;
+      await measure("a-relay", "bare Bun TCP relay before the upstream (floor)", relayUrl, { url: null, pgid: relay.proc.pid });
+    } catch (e) {
+      rows.push({ id: "a-relay", label: "bare Bun TCP relay before the upstream (floor)", tool: "hey", res: null, error: (e as Error).message });
+    } finally {
+      await stopChild(relay);
+    }
+  }
 
   // 4. tapwire
   {
