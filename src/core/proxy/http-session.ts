@@ -1,38 +1,22 @@
 import type { Socket } from "bun";
-import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseResponseHead, parseTarget, requestFraming, responseFraming } from "../http1/parse.ts";
-import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeResponseHead, statusReason } from "../http1/serialize.ts";
+import { ChunkedDecoder, LengthDecoder, parseRequestHead, parseTarget, requestFraming } from "../http1/parse.ts";
+import { encodeChunk, LAST_CHUNK, serializeResponseHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, hasToken, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
-import { HttpParseError, type Framing, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
+import { HttpParseError, type HeaderList, type RawHead, type RequestHead, type ResponseHead } from "../http1/types.ts";
 import { F_CONNECTION, F_EXPECT, F_HOST, F_UPGRADE } from "../http1/fields.ts";
 import { peekClientHello } from "../tls/client-hello.ts";
 import { Flow, hostPort, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ConnectInfo } from "../../pipeline/addon.ts";
 import type { ProxyContext, WebSocketTap } from "./context.ts";
-import { concatAll, concatBytes, Endpoint } from "./endpoint.ts";
-import { UpstreamError, type UpstreamConn, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
+import { concatBytes, Endpoint } from "./endpoint.ts";
 import { CONNECT_OK, openTunnel, type Tunnel } from "./tunnel.ts";
+import { EMPTY, Exchange, writeChunk, type BodyDecoder } from "./exchange.ts";
 
-const EMPTY = new Uint8Array(0);
 /** ALPN protocol list in wire format: only HTTP/1.1 is offered to clients. */
 const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")]);
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
-/** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
-const MAX_INTERIM = 10;
-const CHUNKED: Framing = { kind: "chunked" };
-/** Chunks this large go out as size line, data and CRLF, without copying the data into a framed buffer. */
-const CHUNK_COPY_MAX = 8 * 1024;
-
-/** Writes one chunk of a chunked body (see CHUNK_COPY_MAX). False when the endpoint wants the sender to pause. */
-function writeChunk(ep: Endpoint, p: Uint8Array): boolean {
-  if (p.length < CHUNK_COPY_MAX) return ep.write(encodeChunk(p));
-  ep.write(chunkHeader(p.length));
-  ep.write(p);
-  return ep.write(CRLF);
-}
-
-type BodyDecoder = ChunkedDecoder | LengthDecoder;
 
 /** Where origin-form requests go on a connection that came through CONNECT. */
 interface DefaultTarget {
@@ -41,10 +25,6 @@ interface DefaultTarget {
   port: number;
   servername?: string;
 }
-
-type Mode = "http" | "peek" | "tunnel" | "upgraded" | "websocket" | "closed";
-type ReqState = "idle" | "hooks" | "collect" | "connecting" | "stream" | "done";
-type ResState = "none" | "head" | "hooks" | "body" | "collect" | "done";
 
 /** Handlers shared by every accepted client socket (plain and TLS); the session lives in socket.data. */
 export const clientSocketHandlers = {
@@ -73,51 +53,27 @@ export const clientSocketHandlers = {
 
 /**
  * One client connection speaking HTTP/1.1 to the proxy: absolute-form requests on the listener, origin-form ones
- * inside an intercepted CONNECT. It turns bytes into flow events for the pipeline and streams bodies between the
- * client and a pooled upstream connection with backpressure, keeping capped copies for capture.
+ * inside an intercepted CONNECT. It turns bytes into requests for the exchange (exchange.ts: pipeline, upstream,
+ * capture) and the exchange's response back into bytes, with backpressure; CONNECT, tunnels and WebSocket relays
+ * are handled here.
  */
-export class HttpSession implements UpstreamOwner {
+export class HttpSession extends Exchange {
   readonly ep: Endpoint;
-  private mode: Mode = "http";
   private buf: Uint8Array = EMPTY;
   private held = false;
-  /** Set when the connection must close after the current response. */
-  private closeAfter = false;
   private clientEnded = false;
-
-  // current exchange
-  private flow: Flow | null = null;
-  private reqState: ReqState = "idle";
-  private reqDecoder: BodyDecoder | null = null;
-  private reqFraming: Framing = { kind: "none" };
-  private reqChunkedOut = false;
-  private reqParts: Uint8Array[] = [];
-  private reqPartsSize = 0;
-  private reqBodyBytesSent = 0;
   private clientKeepAlive = true;
-  private expectContinue = false;
-  private upstream: UpstreamConn | null = null;
-  private retried = false;
-  private resState: ResState = "none";
-  private resBuf: Uint8Array = EMPTY;
-  private resFraming: Framing = { kind: "none" };
-  /** The final response head as parsed, with its bytes: forwarded as it is if nobody changed it. */
-  private resHead: ResponseHead | null = null;
-  private resDecoder: BodyDecoder | null = null;
   private resChunkedOut = false;
-  private resHeadSent = false;
-  private resBytes = 0;
-  private resParts: Uint8Array[] = [];
-  private resPartsSize = 0;
   private wsTap: WebSocketTap | null = null;
   private tunnel: Tunnel | null = null;
 
   constructor(
-    private readonly ctx: ProxyContext,
+    ctx: ProxyContext,
     socket: Socket<HttpSession>,
-    private readonly client: ClientInfo,
+    client: ClientInfo,
     private target: DefaultTarget | null,
   ) {
+    super(ctx, client);
     this.ep = new Endpoint(socket);
     socket.data = this;
     ctx.sessions.add(this);
@@ -188,7 +144,7 @@ export class HttpSession implements UpstreamOwner {
 
   /** The client socket can take more: resume whatever feeds it. */
   private onClientWritable(): void {
-    this.upstream?.ep.resume();
+    this.resumeUpstream();
   }
 
   onClientEnd(): void {
@@ -346,74 +302,13 @@ export class HttpSession implements UpstreamOwner {
     this.expectContinue = present & F_EXPECT ? hasToken(head.headers, "expect", "100-continue") : false;
     flow.websocket = present & F_UPGRADE ? hasToken(head.headers, "upgrade", "websocket") && hasToken(head.headers, "connection", "upgrade") : false;
     this.reqDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
-    this.reqParts = [];
-    this.reqPartsSize = 0;
-    this.reqBodyBytesSent = 0;
-    this.retried = false;
-    this.resState = "none";
-    this.resHead = null;
-    this.resHeadSent = false;
-    this.resBytes = 0;
-    this.resParts = [];
-    this.resPartsSize = 0;
     this.ep.socket.timeout(0);
-    this.reqState = "hooks";
-    this.after(this.ctx.pipeline.run("requestHeaders", flow), () => this.afterRequestHeaders(flow));
+    this.startExchange(flow);
   }
 
-  /** Run `next` now if the hook finished synchronously, else when its promise settles. */
-  private after(r: void | Promise<void>, next: () => void): void {
-    if (r === undefined) return next();
-    (r as Promise<void>).then(next, (e) => this.addonFailed(e));
-  }
-
-  private addonFailed(e: unknown): void {
-    const flow = this.flow;
-    if (!flow || this.mode === "closed") return;
-    flow.error = `addon error: ${e instanceof Error ? e.message : String(e)}`;
-    this.failWith502(flow, flow.error);
-  }
-
-  private afterRequestHeaders(flow: Flow): void {
-    if (this.flow !== flow || this.mode === "closed") return;
-    if (flow.response || flow.bufferRequest) {
-      // The body is needed whole (buffering addon), or must be read off the wire before an addon's answer.
-      if (this.reqDecoder) {
-        if (this.expectContinue && !flow.response) this.ep.write(CONTINUE_100);
-        if (flow.response && this.expectContinue) {
-          // The client waits for 100 before sending a body we do not need: answer and close.
-          this.closeAfter = true;
-          this.reqDecoder = null;
-          return this.afterRequestBody(flow);
-        }
-        this.reqState = "collect";
-        const b = this.buf;
-        this.buf = EMPTY;
-        // the client may have been paused while the header hooks ran (more than MAX_HELD arrived): the body is
-        // read now, so let it flow again
-        this.ep.resume();
-        if (b.length) this.pushRequestBody(b);
-        return;
-      }
-      return this.afterRequestBody(flow);
-    }
-    this.reqState = "hooks";
-    this.after(this.ctx.pipeline.run("request", flow), () => this.forward(flow));
-  }
-
-  /** Collected (or no) body: run the request hooks with it, then answer or forward. */
-  private afterRequestBody(flow: Flow): void {
-    if (this.flow !== flow || this.mode === "closed") return;
-    if (this.reqParts.length) flow.request.body = concatAll(this.reqParts);
-    else if (flow.bufferRequest) flow.request.body = EMPTY;
-    this.reqParts = [];
-    this.reqState = "hooks";
-    if (flow.response) return this.answerFromAddon(flow);
-    this.after(this.ctx.pipeline.run("request", flow), () => this.forward(flow));
-  }
-
+  /** Request body bytes as they came from the client: unframed by the decoder, then on to the exchange. */
   private pushRequestBody(d: Uint8Array): void {
-    const dec = this.reqDecoder;
+    const dec = this.reqDecoder as BodyDecoder | null;
     const flow = this.flow;
     if (!dec || !flow) return;
     let out;
@@ -430,295 +325,95 @@ export class HttpSession implements UpstreamOwner {
       }
       return this.destroy();
     }
-    if (this.reqState === "collect") {
-      for (const p of out.data) {
-        this.reqPartsSize += p.length;
-        if (this.reqPartsSize > this.ctx.maxBufferedBody) {
-          flow.error = `request body larger than ${this.ctx.maxBufferedBody} bytes cannot be held for an addon`;
-          this.finishFailed(flow);
-          this.reqState = "done";
-          return this.sendPlain(413, `tapwire: ${flow.error}\n`, true);
-        }
-        this.reqParts.push(p.slice());
-      }
-      if (out.done) {
-        this.reqDecoder = null;
-        this.buf = out.rest ?? EMPTY;
-        this.afterRequestBody(flow);
-      }
-      return;
-    }
-    // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
-    const up = this.upstream!;
-    up.touch();
-    let ok = true;
-    for (const p of out.data) {
-      if (flow.capture) flow.reqBody.add(p);
-      this.reqBodyBytesSent += p.length;
-      ok = (this.reqChunkedOut ? writeChunk(up.ep, p) : up.ep.write(p)) && ok;
-    }
     if (out.done) {
-      if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
-      this.reqDecoder = null;
-      this.reqState = "done";
-      if (flow.capture) flow.timing.sent = performance.now();
-      if (out.rest && out.rest.length) {
+      // a pipelined next request right behind the body: held until this exchange ends
+      if (this.reqState === "collect") this.buf = out.rest ?? EMPTY;
+      else if (out.rest && out.rest.length) {
         this.buf = out.rest;
         if (this.buf.length > MAX_HELD) this.ep.pause();
       }
-      this.maybeFinish();
-    } else if (!ok) {
-      this.ep.pause();
-      up.ep.onDrain = () => this.ep.resume();
     }
+    this.requestBodyData(flow, out.data, out.done);
   }
 
-  // ------------------------------------------------------------------ upstream
+  // ------------------------------------------------------------------ the exchange's client side (HTTP/1)
 
-  private forward(flow: Flow): void {
-    if (this.flow !== flow || this.mode === "closed") return;
-    if (flow.response) return this.answerFromAddon(flow);
-    // phase marks (HAR timings) only for flows that are recorded: performance.now() is not free
-    if (flow.capture) flow.timing.forward ||= performance.now();
-    const r = flow.request;
-    const target: UpstreamTarget = {
-      scheme: r.scheme,
-      host: r.host,
-      port: r.port,
-      servername: this.target && this.target.host === r.host && this.target.port === r.port ? this.target.servername : undefined,
-    };
-    if (flow.websocket) target.websocket = true; // through a parent proxy it takes a CONNECT tunnel
-    const idle = this.ctx.pool.takeIdle(target);
-    if (idle) return this.sendRequest(flow, idle);
-    this.reqState = "connecting";
-    this.ctx.pool.connect(target).then(
-      (conn) => {
-        if (this.flow !== flow || this.mode === "closed") return conn.pool.release(conn);
-        this.sendRequest(flow, conn);
-      },
-      (e: UpstreamError) => {
-        if (this.flow !== flow || this.mode === "closed") return;
-        flow.error = e.message;
-        this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
-      },
-    );
+  protected upstreamServername(host: string, port: number): string | undefined {
+    const t = this.target;
+    return t && t.host === host && t.port === port ? t.servername : undefined;
   }
 
-  private sendRequest(flow: Flow, conn: UpstreamConn): void {
-    conn.owner = this;
-    conn.uses++;
-    const timing = flow.capture ? flow.timing : null;
-    if (timing) {
-      timing.send = performance.now();
-      timing.conn = conn;
-      timing.reused = conn.uses > 1;
-    }
-    this.upstream = conn;
-    conn.ep.onDrain = null;
-    conn.ep.throttle = flow.throttleUp;
-    this.resState = "head";
-    this.resBuf = EMPTY;
-    this.interim = 0;
-    const r = flow.request;
-    const body = r.body;
-    let head = body === null && !flow.websocket ? this.requestHeadAsReceived(flow) : null;
-    if (head === null) {
-      try {
-        head = this.rebuildRequestHead(flow);
-      } catch (e) {
-        conn.pool.release(conn);
-        this.upstream = null;
-        flow.error = `cannot send the request: ${(e as Error).message}`;
-        return this.failWith502(flow, flow.error);
-      }
-    }
-    // through a parent proxy (plain HTTP): absolute-form target and Proxy-Authorization, on the wire only
-    if (conn.proxyForm !== null) head = conn.proxyForm.apply(head);
-    if (body !== null) {
-      if (flow.capture) flow.reqBody.add(body);
-      conn.ep.write(body.length && body.length < 16384 ? concatBytes(head, body) : head);
-      if (body.length >= 16384) conn.ep.write(body);
-      this.reqState = "done";
-      if (timing) timing.sent = performance.now();
-    } else if (this.reqDecoder) {
-      conn.ep.cork();
-      conn.ep.write(head);
-      this.reqState = "stream";
-      const b = this.buf;
-      this.buf = EMPTY;
-      if (b.length) this.pushRequestBody(b);
-      conn.ep.uncork();
-    } else {
-      conn.ep.write(head);
-      this.reqState = "done";
-      if (timing) timing.sent = performance.now();
-    }
-    // the silence clock runs from the request on, fresh or pooled
-    conn.watch();
+  protected feedHeldRequestBody(resume: boolean): void {
+    const b = this.buf;
+    this.buf = EMPTY;
+    if (resume) this.ep.resume();
+    if (b.length) this.pushRequestBody(b);
+  }
+
+  protected requestBodyChunked(): boolean {
+    return this.reqDecoder instanceof ChunkedDecoder;
+  }
+
+  protected sendContinue(): void {
+    this.ep.write(CONTINUE_100);
+  }
+
+  protected sendInterim(head: ResponseHead): void {
+    this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
+  }
+
+  protected writeResponseBody(p: Uint8Array): boolean {
+    return this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p);
+  }
+
+  protected lastResponsePiece(p: Uint8Array): Uint8Array {
+    return this.resChunkedOut ? encodeChunk(p) : p;
+  }
+
+  protected finishResponseBody(last: Uint8Array | null): void {
+    if (last !== null) this.ep.write(last);
+    if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+  }
+
+  protected pauseClient(): void {
+    this.ep.pause();
+  }
+
+  protected resumeClient(): void {
     this.ep.resume();
   }
 
-  /**
-   * The request head as received, with a request line for the upstream, when the pipeline left the fields as
-   * they were and they hold nothing a proxy must rewrite (see forwardableAsIs); else null.
-   */
-  private requestHeadAsReceived(flow: Flow): Uint8Array | null {
-    const raw = flow.reqRaw;
-    const r = flow.request;
-    if (raw === null || !unchangedFields(r.headers, raw.fields)) return null;
-    const chunked = this.reqDecoder instanceof ChunkedDecoder;
-    if (!forwardableAsIs(r.headers, chunked ? CHUNKED : this.reqFraming, true, flow.reqPresent)) return null;
-    const head = requestHeadWithFields(r.method, r.path, raw);
-    if (head !== null) this.reqChunkedOut = chunked;
-    return head;
+  protected corkClient(): void {
+    this.ep.cork();
   }
 
-  /** The request head for the upstream, rebuilt: hop-by-hop fields removed, framing from what was parsed. Throws on an invalid head. */
-  private rebuildRequestHead(flow: Flow): Uint8Array {
-    const r = flow.request;
-    const body = r.body;
-    const headers = stripHopByHop(r.headers);
-    if (!getHeader(headers, "host")) headers.unshift(["Host", hostPort(r.scheme, r.host, r.port)]);
-    if (body !== null) {
-      // buffered (possibly rewritten) body: frame it with its real length
-      removeHeader(headers, "content-length");
-      removeHeader(headers, "expect");
-      if (body.length > 0 || methodHasBody(r.method)) headers.push(["Content-Length", String(body.length)]);
-      this.reqChunkedOut = false;
-    } else if (this.reqDecoder instanceof ChunkedDecoder) {
-      removeHeader(headers, "content-length");
-      headers.push(["Transfer-Encoding", "chunked"]);
-      this.reqChunkedOut = true;
-    } else {
-      // Framing comes from what we parsed, never from the header list as it stands (a `Connection:
-      // Content-Length` or a `5, 5` list must not change how the upstream reads the body).
-      removeHeader(headers, "content-length");
-      if (this.reqFraming.kind === "length") headers.push(["Content-Length", String(this.reqFraming.length)]);
-      this.reqChunkedOut = false;
-    }
-    if (flow.websocket) {
-      headers.push(["Connection", "Upgrade"]);
-      const up = getHeader(r.headers, "upgrade");
-      headers.push(["Upgrade", up ?? "websocket"]);
-    }
-    return serializeRequestHead({ method: r.method, target: r.path, version: "HTTP/1.1", headers });
-  }
-
-  onUpstreamData(d: Uint8Array): void {
-    const flow = this.flow;
-    if (!flow) return;
-    if (this.mode === "websocket") {
-      this.wsTap?.serverBytes(d);
-      if (!this.ep.write(d)) this.upstream?.ep.pause();
-      return;
-    }
-    switch (this.resState) {
-      case "head":
-        if (flow.capture) flow.timing.firstByte ||= performance.now();
-        this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
-        return this.parseResponse(flow);
-      case "body":
-      case "collect":
-        return this.pushResponseBody(flow, d);
-      case "hooks":
-        this.resBuf = this.resBuf.length ? concatBytes(this.resBuf, d) : d;
-        this.upstream?.ep.pause();
-        return;
-      default:
-        // bytes after the response ended: the upstream connection is out of step
-        if (this.upstream) {
-          this.upstream.pool.drop(this.upstream);
-          this.upstream = null;
-        }
-    }
-  }
-
-  private parseResponse(flow: Flow): void {
-    for (;;) {
-      let parsed: { head: ResponseHead; end: number } | null;
-      try {
-        parsed = parseResponseHead(this.resBuf);
-      } catch (e) {
-        flow.error = `bad response from upstream: ${(e as Error).message}`;
-        return this.failWith502(flow, flow.error);
-      }
-      if (!parsed) return;
-      const head = parsed.head;
-      this.resBuf = parsed.end === this.resBuf.length ? EMPTY : this.resBuf.subarray(parsed.end);
-      if (head.status >= 100 && head.status < 200 && head.status !== 101) {
-        // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
-        if (++this.interim > MAX_INTERIM) {
-          flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
-          return this.failWith502(flow, flow.error);
-        }
-        if (!(head.status === 100 && flow.request.body !== null)) {
-          this.ep.write(serializeResponseHead({ version: "HTTP/1.1", status: head.status, reason: head.reason, headers: stripHopByHop(head.headers) }));
-        }
-        continue;
-      }
-      if (head.status === 407 && this.upstream !== null && this.upstream.proxyForm !== null) {
-        // the parent proxy wants (other) credentials: that is tapwire's problem, not a question for the client
-        flow.error = this.upstream.proxyForm.refusal(head.reason);
-        return this.failWith502(flow, flow.error);
-      }
-      let framing: Framing;
-      try {
-        framing = head.status === 101 ? { kind: "none" } : responseFraming(flow.request.method, head);
-      } catch (e) {
-        flow.error = `bad response from upstream: ${(e as Error).message}`;
-        return this.failWith502(flow, flow.error);
-      }
-      this.resFraming = framing;
-      this.resHead = head;
-      flow.resRaw = head.raw ?? null;
-      this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
-      flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
-      const keepAlive = (head.present ?? -1) & F_CONNECTION ? wantsKeepAlive(head.version, head.headers) : head.version === "HTTP/1.1";
-      if (!keepAlive) this.upstreamReusable = false;
-      this.resState = "hooks";
-      this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
-      return;
-    }
-  }
-
-  private upstreamReusable = true;
-  /** Interim responses seen for the current request. */
-  private interim = 0;
-
-  private afterResponseHeaders(flow: Flow): void {
-    if (this.flow !== flow || this.mode === "closed") return;
-    const res = flow.response!;
-    if (res.status === 101 && flow.websocket) return this.switchToWebSocket(flow);
-    if (flow.bufferResponse && this.resFraming.kind === "none") {
-      // no body to read, but the response hooks still run before the head goes out
-      this.resState = "collect";
-      return this.responseBodyCollected(flow);
-    }
-    if (flow.bufferResponse && this.resFraming.kind !== "none") {
-      this.resState = "collect";
-    } else {
-      if (this.sendWholeResponseAsReceived(flow)) return;
-      // head and whatever body already arrived leave in one write
-      this.ep.cork();
-      this.sendResponseHead(flow, null);
-      this.resState = "body";
-      // no body to stream: `Content-Length: 0` (a redirect) ends here like a bodiless status does
-      if (this.resFraming.kind === "none" || (this.resFraming.kind === "length" && this.resFraming.length === 0)) {
-        this.responseComplete(flow);
-        this.ep.uncork();
-        return;
-      }
-    }
-    const b = this.resBuf;
-    this.resBuf = EMPTY;
-    this.upstream?.ep.resume();
-    if (b.length) this.pushResponseBody(flow, b);
-    else if (this.resState === "collect" && this.resFraming.kind === "length" && this.resFraming.length === 0) this.responseBodyCollected(flow);
+  protected uncorkClient(): void {
     this.ep.uncork();
   }
 
+  protected discardClientCork(): boolean {
+    return this.ep.discardCork();
+  }
+
+  protected refuseRequest(status: number, text: string): void {
+    this.sendPlain(status, text, true);
+  }
+
+  protected webSocketServerBytes(d: Uint8Array): void {
+    this.wsTap?.serverBytes(d);
+    if (!this.ep.write(d)) this.upstream?.ep.pause();
+  }
+
+  protected webSocketUpstreamClosed(): void {
+    this.wsTap?.closed();
+    this.wsTap = null;
+    this.ep.end();
+    this.mode = "closed";
+    this.ctx.sessions.delete(this);
+  }
+
   /** Write the response head to the client, with framing for either a known body or the streamed one. */
-  private sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
+  protected sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
     const res = flow.response!;
     this.ep.throttle = flow.throttleDown;
     const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304 || (res.status >= 100 && res.status < 200);
@@ -805,7 +500,7 @@ export class HttpSession implements UpstreamOwner {
    * The common small response: its head can go as it came and its whole Content-Length body arrived right behind
    * it in the same read. Both leave as that read's bytes (no views, no join), and the exchange ends here.
    */
-  private sendWholeResponseAsReceived(flow: Flow): boolean {
+  protected sendWholeResponseAsReceived(flow: Flow): boolean {
     const f = this.resFraming;
     const body = this.resBuf;
     if (f.kind !== "length" || body.length !== f.length || body.length === 0) return false;
@@ -819,167 +514,12 @@ export class HttpSession implements UpstreamOwner {
     this.resDecoder = null;
     this.resBytes += body.length;
     if (flow.capture) flow.resBody.add(body);
-    this.upstream?.ep.resume();
+    this.resumeUpstream();
     this.responseComplete(flow, raw.start === 0 ? raw.buf : raw.buf.subarray(raw.start));
     return true;
   }
 
-  private pushResponseBody(flow: Flow, d: Uint8Array): void {
-    let data: Uint8Array[];
-    let done: boolean;
-    if (this.resDecoder) {
-      let out;
-      try {
-        out = this.resDecoder.push(d);
-      } catch (e) {
-        flow.error = `bad response body from upstream: ${(e as Error).message}`;
-        // the head may still sit in the cork with the first body bytes: nothing reached the client, so it gets a 502
-        if (this.resHeadSent && this.resBytes === 0 && this.ep.discardCork()) this.resHeadSent = false;
-        if (!this.resHeadSent) return this.failWith502(flow, flow.error);
-        this.finishFailed(flow);
-        return this.destroy();
-      }
-      data = out.data;
-      done = out.done;
-      if (out.rest && out.rest.length) this.upstreamReusable = false;
-    } else {
-      data = [d]; // read until close
-      done = false;
-    }
-    if (this.resState === "collect") {
-      for (let i = 0; i < data.length; i++) {
-        const p = data[i]!;
-        this.resPartsSize += p.length;
-        const soft = flow.bufferResponseMax;
-        if (soft !== null && this.resPartsSize > soft && soft <= this.ctx.maxBufferedBody) {
-          // past an addon's soft limit: stop holding the body, send what was read, stream the rest
-          this.resParts.push(p.slice());
-          return this.streamCollectedResponse(flow, data.slice(i + 1), done);
-        }
-        if (this.resPartsSize > this.ctx.maxBufferedBody) {
-          flow.error = `response body larger than ${this.ctx.maxBufferedBody} bytes cannot be held for an addon`;
-          return this.failWith502(flow, flow.error);
-        }
-        this.resParts.push(p.slice());
-      }
-      if (done) this.responseBodyCollected(flow);
-      return;
-    }
-    let ok = true;
-    // the last piece of a complete response waits until the flow is recorded (see responseComplete)
-    let last: Uint8Array | null = null;
-    for (let i = 0; i < data.length; i++) {
-      const p = data[i]!;
-      this.resBytes += p.length;
-      if (flow.capture) flow.resBody.add(p);
-      // the last piece is held for responseComplete as one buffer (framed by copy); the others go out at once
-      if (done && i === data.length - 1) last = this.resChunkedOut ? encodeChunk(p) : p;
-      else ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
-    }
-    if (done) return this.responseComplete(flow, last);
-    if (!ok) this.upstream?.ep.pause();
-  }
-
-  /** A response being collected outgrew flow.bufferResponseMax: head and held parts go out, the rest streams. */
-  private streamCollectedResponse(flow: Flow, rest: Uint8Array[], done: boolean): void {
-    flow.bufferResponse = false;
-    this.ep.cork();
-    this.sendResponseHead(flow, null);
-    this.resState = "body";
-    const held = this.resParts;
-    this.resParts = [];
-    this.resBytes = 0;
-    let ok = true;
-    const all = held.concat(rest);
-    let last: Uint8Array | null = null;
-    for (let i = 0; i < all.length; i++) {
-      const p = all[i]!;
-      this.resBytes += p.length;
-      if (flow.capture) flow.resBody.add(p);
-      if (done && i === all.length - 1) last = this.resChunkedOut ? encodeChunk(p) : p;
-      else ok = (this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p)) && ok;
-    }
-    if (done) {
-      this.responseComplete(flow, last);
-      this.ep.uncork();
-      return;
-    }
-    this.ep.uncork();
-    if (!ok) this.upstream?.ep.pause();
-  }
-
-  private responseBodyCollected(flow: Flow): void {
-    const res = flow.response!;
-    res.body = concatAll(this.resParts);
-    this.resParts = [];
-    this.resBytes = res.body.length;
-    this.resState = "hooks";
-    this.after(this.ctx.pipeline.run("response", flow), () => {
-      if (this.flow !== flow || this.mode === "closed") return;
-      const body = flow.response!.body ?? EMPTY;
-      if (flow.capture) flow.resBody.add(body);
-      this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
-      this.sendResponseHead(flow, body);
-      this.resState = "done";
-      this.endExchange(flow, false);
-    });
-  }
-
-  /**
-   * The response is complete: the response hooks run (the capture records the flow there) before its last bytes
-   * (`last`, then the chunked terminator) go to the client, so a flow whose response a client received is in the
-   * capture store's write-ahead file, whatever happens to the process next.
-   */
-  private responseComplete(flow: Flow, last: Uint8Array | null = null): void {
-    this.resState = "done";
-    flow.durationMs = Math.round(performance.now() - flow.t0);
-    const send = () => {
-      if (this.mode === "closed") return;
-      if (last !== null) this.ep.write(last);
-      if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
-      this.endExchange(flow, false);
-    };
-    const r = this.ctx.pipeline.run("response", flow);
-    if (r === undefined) {
-      const d = this.ctx.durable?.();
-      if (d === undefined) return send();
-      d.then(send);
-      return;
-    }
-    r.then(
-      () => this.durableThen(send),
-      () => this.durableThen(send),
-    );
-  }
-
-  /** Runs `next` once the capture has what was recorded so far on disk. */
-  private durableThen(next: () => void): void {
-    const d = this.ctx.durable?.();
-    if (d === undefined) next();
-    else d.then(next);
-  }
-
-  /** The response was fully sent: run the response hooks (if not run yet), recycle connections, go on. */
-  private endExchange(flow: Flow, runResponseHooks: boolean): void {
-    flow.durationMs ||= Math.round(performance.now() - flow.t0);
-    const up = this.upstream;
-    this.upstream = null;
-    if (up) {
-      up.ep.onDrain = null;
-      up.ep.throttle = null;
-      if (this.reqState === "done" && this.upstreamReusable && this.resFraming.kind !== "close") up.pool.release(up);
-      else up.pool.drop(up);
-    }
-    this.upstreamReusable = true;
-    if (runResponseHooks) {
-      const r = this.ctx.pipeline.run("response", flow);
-      if (r) r.catch(() => {});
-    }
-    this.maybeFinish();
-  }
-
-  /** Both directions done: ready for the next request on this connection (or close). */
-  private maybeFinish(): void {
+  protected maybeFinish(): void {
     if (this.resState !== "done" || this.mode !== "http") return;
     if (this.reqState !== "done") {
       // the response ended before the request body did: this connection cannot be reused
@@ -999,106 +539,6 @@ export class HttpSession implements UpstreamOwner {
     if (this.buf.length) this.parseNext();
   }
 
-  onUpstreamClose(err: UpstreamError | null): void {
-    const flow = this.flow;
-    const conn = this.upstream;
-    this.upstream = null;
-    if (!flow || this.mode === "closed") return;
-    if (this.mode === "websocket") {
-      this.wsTap?.closed();
-      this.wsTap = null;
-      this.ep.end();
-      this.mode = "closed";
-      this.ctx.sessions.delete(this);
-      return;
-    }
-    if (this.resState === "body" && this.resFraming.kind === "close") return this.responseComplete(flow);
-    if (this.resState === "collect" && this.resFraming.kind === "close") return this.responseBodyCollected(flow);
-    // the whole response was read and addons hold it: the connection just cannot be reused
-    if (this.resState === "hooks" && flow.response?.body != null) {
-      this.upstreamReusable = false;
-      return;
-    }
-    // A pooled connection the server had already closed: retry once if nothing of the request body was lost
-    // (never after a timeout: the upstream got the request and said nothing, a retry would only double the wait).
-    if (conn && conn.uses > 1 && err?.kind !== "timeout" && this.resState === "head" && this.resBuf.length === 0 && !this.retried && (flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) {
-      this.retried = true;
-      this.reqState = "hooks";
-      return this.forward(flow);
-    }
-    const why = err?.message ?? `${flow.request.host}:${flow.request.port} closed the connection ${this.resState === "head" ? "before responding" : "mid-response"}`;
-    flow.error = why;
-    if (!this.resHeadSent) return this.failWith502(flow, why, err?.kind === "timeout" ? 504 : 502);
-    this.finishFailed(flow);
-    this.destroy();
-  }
-
-  // ------------------------------------------------------------------ answers that do not come from upstream
-
-  private answerFromAddon(flow: Flow): void {
-    flow.answeredByAddon = true;
-    const res = flow.response!;
-    this.resState = "hooks";
-    this.resFraming = { kind: "none" };
-    this.after(this.ctx.pipeline.run("responseHeaders", flow), () => {
-      if (this.flow !== flow || this.mode === "closed") return;
-      // the body is known before the response hooks (capture records in them); a hook may still replace it
-      const before = flow.response!.body ?? EMPTY;
-      if (flow.capture) {
-        flow.resBody.reset();
-        flow.resBody.add(before);
-      }
-      this.after(this.ctx.pipeline.run("response", flow), () => {
-        if (this.flow !== flow || this.mode === "closed") return;
-        const b = flow.response!.body ?? EMPTY;
-        if (flow.capture && b !== before) {
-          flow.resBody.reset();
-          flow.resBody.add(b);
-        }
-        if (this.reqState !== "done" && this.reqDecoder) this.closeAfter = true; // unread request body
-        this.reqState = this.reqDecoder ? this.reqState : "done";
-        this.ctx.durable?.(true); // recorded in the hooks: on disk before the answer
-        this.sendResponseHead(flow, b);
-        this.resState = "done";
-        this.endExchange(flow, false);
-      });
-    });
-  }
-
-  /** Upstream failed before any response byte reached the client: answer 502 (504 for a timeout) naming the cause, record it. */
-  private failWith502(flow: Flow, why: string, status: 502 | 504 = 502): void {
-    if (this.upstream) {
-      this.upstream.pool.drop(this.upstream);
-      this.upstream = null;
-    }
-    if (this.resHeadSent) {
-      this.finishFailed(flow);
-      return this.destroy();
-    }
-    const body = new TextEncoder().encode(`tapwire: ${why}\n`);
-    flow.response = { status, reason: statusReason(status), version: "HTTP/1.1", headers: [["Content-Type", "text/plain; charset=utf-8"]], body };
-    if (flow.capture) {
-      flow.resBody.reset();
-      flow.resBody.add(body);
-    }
-    if (this.reqState !== "done") this.closeAfter = true;
-    this.resState = "done";
-    flow.durationMs = Math.round(performance.now() - flow.t0);
-    // recorded (and on disk) before the answer goes out (see responseComplete)
-    const r = this.ctx.pipeline.run("error", flow);
-    if (r) r.catch(() => {});
-    this.ctx.durable?.(true);
-    this.sendResponseHead(flow, body);
-    this.reqState = "done";
-    this.maybeFinish();
-  }
-
-  /** The flow failed after the client got (part of) a response, or the client left: record, no answer. */
-  private finishFailed(flow: Flow): void {
-    flow.durationMs = Math.round(performance.now() - flow.t0);
-    const r = this.ctx.pipeline.run("error", flow);
-    if (r) r.catch(() => {});
-  }
 
   private sendPlain(status: number, text: string, close: boolean): void {
     const body = new TextEncoder().encode(text);
@@ -1190,7 +630,7 @@ export class HttpSession implements UpstreamOwner {
 
   // ------------------------------------------------------------------ WebSocket
 
-  private switchToWebSocket(flow: Flow): void {
+  protected switchToWebSocket(flow: Flow): void {
     this.mode = "websocket";
     this.resState = "done";
     this.reqState = "done";
@@ -1249,9 +689,4 @@ function outerChunked(upstreamHeaders: HeaderList): string {
   codings.push("chunked");
   return codings.join(", ");
 }
-
-function methodHasBody(method: string): boolean {
-  return method === "POST" || method === "PUT" || method === "PATCH";
-}
-
 
