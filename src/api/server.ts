@@ -427,14 +427,13 @@ class ApiConnection {
         void this.refuse(400, "bad_request", `a ${t.form}-form request target is not served here (this is the management API, not the proxy)`);
         return;
       }
-      url = new URL(url).href;
     } catch (e) {
       void this.refuse(400, "bad_request", `invalid request target: ${(e as Error).message}`);
       return;
     }
-    const headers = new Headers();
+    let headers: Headers;
     try {
-      for (const [n, v] of head.headers) headers.append(n, v);
+      headers = new Headers(head.headers);
     } catch (e) {
       void this.refuse(400, "bad_request", `invalid header: ${(e as Error).message}`);
       return;
@@ -501,8 +500,9 @@ class ApiConnection {
         duplex: "half",
       } as RequestInit);
     } catch (e) {
+      // a target the URL parser refuses (the HTTP/1 parser let it through)
       this.body = null;
-      void this.refuse(400, "bad_request", `invalid request: ${(e as Error).message}`);
+      void this.refuse(400, "bad_request", `invalid request target: ${(e as Error).message}`);
       return;
     }
     if (rest.length > 0) {
