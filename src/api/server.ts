@@ -431,13 +431,6 @@ class ApiConnection {
       void this.refuse(400, "bad_request", `invalid request target: ${(e as Error).message}`);
       return;
     }
-    let headers: Headers;
-    try {
-      headers = new Headers(head.headers);
-    } catch (e) {
-      void this.refuse(400, "bad_request", `invalid header: ${(e as Error).message}`);
-      return;
-    }
     const expect = getHeader(head.headers, "expect");
     if (expect !== undefined && !(head.version === "HTTP/1.1" && expect.trim().toLowerCase() === "100-continue")) {
       void this.refuse(417, "bad_request", `unsupported Expect: ${JSON.stringify(expect.slice(0, 100))}`);
@@ -494,15 +487,15 @@ class ApiConnection {
     try {
       request = new Request(url, {
         method,
-        headers,
+        headers: head.headers, // the Request builds its Headers from the list once
         body: stream,
         signal: this.abort.signal,
         duplex: "half",
       } as RequestInit);
     } catch (e) {
-      // a target the URL parser refuses (the HTTP/1 parser let it through)
+      // a target the URL parser refuses, or a field the Headers class does (the HTTP/1 parser let both through)
       this.body = null;
-      void this.refuse(400, "bad_request", `invalid request target: ${(e as Error).message}`);
+      void this.refuse(400, "bad_request", `invalid request: ${(e as Error).message}`);
       return;
     }
     if (rest.length > 0) {
