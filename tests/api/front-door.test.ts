@@ -195,6 +195,38 @@ describe("HTTP/1 behaviour kept from Bun.serve", () => {
     await waitUntil("event stream unsubscribed", () => hub.size === before, 3000);
   });
 
+  test("a large HAR import streams in (Content-Length and chunked), and the export streams out", async () => {
+    const body = "z".repeat(256 * 1024);
+    const entry = (i: number) => ({
+      startedDateTime: new Date(1_700_000_000_000 + i).toISOString(),
+      time: 1,
+      request: { method: "GET", url: `http://big.example/${i}`, httpVersion: "HTTP/1.1", headers: [], queryString: [], cookies: [], headersSize: -1, bodySize: 0 },
+      response: { status: 200, statusText: "OK", httpVersion: "HTTP/1.1", headers: [], cookies: [], content: { size: body.length, mimeType: "text/plain", text: body }, redirectURL: "", headersSize: -1, bodySize: body.length },
+      cache: {},
+      timings: { send: 0, wait: 1, receive: 0 },
+    });
+    const har = JSON.stringify({ log: { version: "1.2", creator: { name: "t", version: "1" }, entries: Array.from({ length: 80 }, (_, i) => entry(i)) } });
+    expect(har.length).toBeGreaterThan(20 * 1024 * 1024);
+    const plain = await svc.call("/api/v1/traffic/import", { method: "POST", body: har });
+    expect(plain.status).toBe(200);
+    expect(((await plain.json()) as { imported: number }).imported).toBe(80);
+    // chunked: a stream body, sent in 1 MiB pieces
+    const bytes = new TextEncoder().encode(har);
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let o = 0; o < bytes.length; o += 1 << 20) c.enqueue(bytes.subarray(o, o + (1 << 20)));
+        c.close();
+      },
+    });
+    const chunked = await svc.call("/api/v1/traffic/import", { method: "POST", body: stream, duplex: "half" } as RequestInit);
+    expect(chunked.status).toBe(200);
+    expect(((await chunked.json()) as { imported: number }).imported).toBe(80);
+    const out = await svc.call("/api/v1/traffic/export.har?host=big.example");
+    expect(out.status).toBe(200);
+    expect(out.headers.get("transfer-encoding")).toBe("chunked");
+    expect(((await out.json()) as { log: { entries: unknown[] } }).log.entries.length).toBe(160);
+  });
+
   test("a request body larger than 128 MiB sent chunked is refused with 413 and the connection closed", async () => {
     // the limit is checked as bytes arrive: send the head and about 129 MiB, fast
     const piece = new Uint8Array(4 * 1024 * 1024).fill(0x61);
