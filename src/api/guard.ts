@@ -40,7 +40,9 @@ export function guardRequest(request: Request, opts: GuardOptions): Response | u
   // the Host header is compared as sent (in-process requests have none: their URL says where they go)
   const host = request.headers.get("host") ?? url.host;
   if (!ours(host)) return errorResponse(403, "forbidden_host", `Host header '${printable(host)}' is not allowed; use 127.0.0.1:${port}`);
-  if (!ours(url.host)) return errorResponse(403, "forbidden_host", `request target authority '${printable(url.host)}' is not allowed; use 127.0.0.1:${port}`);
+  // an absolute-form target (`GET http://evil.example/x`) reaches us as the URL itself (server.ts): its scheme and
+  // authority must be ours too
+  if (!ours(url.host) || url.protocol !== "http:") return errorResponse(403, "forbidden_host", `request target '${printable(`${url.protocol}//${url.host}`)}' is not allowed; use http://127.0.0.1:${port}`);
   if (PUBLIC_PATHS.has(url.pathname) && request.method === "GET") return undefined;
   // the web UI's page and assets (src/features/ui): the page holds no data; it sends the token on every API call
   if (request.method === "GET" && (url.pathname === "/ui" || url.pathname.startsWith("/ui/"))) return undefined;

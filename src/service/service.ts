@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { rootCertificates } from "node:tls";
 import { dirname } from "node:path";
-import type { Server } from "bun";
 import { buildApi, type ApiApp, type RoutePlugin } from "../api/app.ts";
+import { ApiServer } from "../api/server.ts";
 import type { CaptureAddon } from "../features/capture/addon.ts";
 import { CaptureControl } from "../features/capture/control.ts";
 import { ClientLabeler } from "../core/proxy/client-label.ts";
@@ -47,7 +47,7 @@ export class TapwireService {
   /** Every feature, in pipeline order (src/features/index.ts). */
   features: Feature[] = [];
   private proxy: ProxyServer | null = null;
-  private api: Server<unknown> | null = null;
+  private api: ApiServer | null = null;
   /** The Elysia app behind the API (tests enumerate its routes). */
   app!: ApiApp;
   private releaseLock: (() => void) | null = null;
@@ -87,7 +87,8 @@ export class TapwireService {
       this.startProxy();
       for (const f of this.features) await f.start?.();
       this.app = buildApi({ token: this.token, port: () => this.apiPort, version: this.version, routes: this.routes() });
-      this.api = Bun.serve({ hostname: "127.0.0.1", port: this.config.apiPort, reusePort: false, fetch: this.app.fetch });
+      this.api = new ApiServer({ hostname: "127.0.0.1", port: this.config.apiPort, handler: this.app.fetch, log: this.log });
+      this.api.listen();
       writeHandshake(dataDir, {
         port: this.apiPort,
         token: this.token,
@@ -223,7 +224,7 @@ export class TapwireService {
     this.proxy?.stop();
     this.proxy = null;
     if (this.api) {
-      await this.api.stop(false);
+      await this.api.stop();
       this.api = null;
     }
     try {

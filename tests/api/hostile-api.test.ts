@@ -34,9 +34,13 @@ describe("8: Host and request target", () => {
     expect(JSON.parse(r.body).error.code).toBeString();
   });
 
-  // An absolute-form target naming another authority cannot be refused here: Bun.serve rebuilds request.url from
-  // the Host header and drops the target's authority before the application sees the request (checked on Bun
-  // 1.4.5), so such a request is served as one addressed to us, Host header and all. See docs/api.md.
+  // an absolute-form target naming another authority: 403 (tests/api/front-door.test.ts has every variant)
+  test("an absolute-form target naming another authority: 403 forbidden_host", async () => {
+    const r = await raw(`GET http://evil.example/api/v1/traffic HTTP/1.1\r\nHost: 127.0.0.1:${svc.apiPort}\r\n${auth()}Connection: close\r\n\r\n`);
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body).error.code).toBe("forbidden_host");
+  });
+
   test("an absolute-form target naming us is served", async () => {
     const r = await raw(`GET http://127.0.0.1:${svc.apiPort}/api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${svc.apiPort}\r\nConnection: close\r\n\r\n`);
     expect(r.status).toBe(200);

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, startTapwire, tempDir } from "../helpers/tapwire-process.ts";
+import { parseResponses, rawExchange } from "../helpers/raw-client.ts";
 
 describe("single-binary build", () => {
   test("build.ts --target current produces a binary that runs with no node_modules beside it", async () => {
@@ -33,6 +34,13 @@ describe("single-binary build", () => {
       const h: any = await (await fetch(`http://127.0.0.1:${t.handshake.port}/api/v1/health`)).json();
       expect(h.status).toBe("ok");
       expect(h.version).toBe(version);
+      // the binary's API front door sees the request target as sent (issue 21 finding 8): a foreign authority is 403
+      const port = t.handshake.port;
+      const abs = await rawExchange(port, `GET http://evil.example/api/v1/traffic HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${t.handshake.token}\r\nConnection: close\r\n\r\n`, { timeoutMs: 5000 });
+      expect(parseResponses(abs.text)[0]?.status).toBe(403);
+      expect(abs.text).toContain('"forbidden_host"');
+      const noHost = await rawExchange(port, "GET /api/v1/health HTTP/1.0\r\n\r\n", { timeoutMs: 5000 });
+      expect(parseResponses(noHost.text)[0]?.status).toBe(400);
 
       // scripts run in the binary as under bun test: QuickJS's wasm and the worker are embedded
       const execute = async (script: string) => {

@@ -16,7 +16,7 @@ export interface EventSources {
 
 /** How often, at most, one kind of event is sent (a burst of 10,000 entries a second is one event per 100 ms). */
 export const COALESCE_MS = 100;
-/** A comment line this often keeps idle connections open (Bun.serve closes a connection idle for 10 s). */
+/** A comment line this often: a reader that went away is noticed within this long, and no proxy in between takes the stream for idle. */
 export const KEEPALIVE_MS = 5_000;
 
 const enc = new TextEncoder();
