@@ -3,12 +3,12 @@
  * script never blocks the proxy's event loop. A service: it knows nothing of HTTP routes or of the proxy.
  *
  * - Workers start on the first run (or start()), each with its own QuickJS runtime and context, reused run after
- *   run. A run is posted at once to the ready worker with the fewest runs in flight (up to PIPELINE each; beyond,
- *   it waits in a FIFO queue here); a worker does its runs one after another. Keeping runs in flight matters: a
- *   message to an idle worker costs ~20-40 µs of thread wake-up each way on our machines (and ~20 µs of the
- *   worker's CPU), while messages to a busy one cost ~1-3 µs, so under load the pool never sleeps between runs.
- *   For the same reason a run goes behind a worker's single run in flight when that one is of a script known to be
- *   quick and has just begun (leastLoaded()), rather than waking an idle worker.
+ *   run. A run is posted at once to a ready worker (up to PIPELINE each; beyond, it waits in a FIFO queue here); a
+ *   worker does its runs one after another. Keeping runs in flight matters: a message to an idle worker costs
+ *   ~20-40 µs of thread wake-up each way on our machines (and ~20 µs of the worker's CPU), while messages to a busy
+ *   one cost ~1-3 µs, so under load the pool never sleeps between runs. For the same reason quick scripts are kept
+ *   on the first worker whose line of them should clear within LINE_MS (leastLoaded()), rather than waking an idle
+ *   worker; other runs go to the worker with the fewest runs in flight.
  * - Memory limit: a worker's WebAssembly memory is built with a maximum (quickjs.ts), so each worker serves one
  *   memory limit. A run asking for another limit than the engine's restarts an idle worker with it (keep the
  *   limit constant: that restart costs ~150-400 ms of CPU). A run that ran out of memory has its worker replaced
@@ -50,8 +50,10 @@ const MAX_MEMORY_BYTES = 2040 * 1024 * 1024;
 const MAX_INIT_FAILURES = 3;
 /** Runs posted to one worker and not yet answered, at most. */
 const PIPELINE = 16;
-/** A run goes behind a worker's single run in flight if that one began less than this ago (ms): see leastLoaded(). */
-const BATCH_MS = 0.2;
+/** A script whose last run took less than this (ms, posting to answer) is quick: see leastLoaded(). */
+const QUICK_MS = 0.5;
+/** A run goes behind a busy worker's line only if that line's runs should all be done within this (ms). */
+const LINE_MS = 1;
 /** Scripts whose last run time is kept (all forgotten when full). */
 const MAX_TIMED_SCRIPTS = 256;
 
@@ -239,30 +241,38 @@ export class ScriptEngine {
     this.queue.unshift(...waiting);
   }
 
-  /** Whether a script's last run here took less than BATCH_MS (a script never run here is not quick). */
-  private quick(script: string): boolean {
-    const ms = this.lastRunMs.get(script);
-    return ms !== undefined && ms < BATCH_MS;
+  /**
+   * How long a worker's line should take to clear (ms, from the scripts' last run times), or Infinity when that is
+   * not known to be short: a script not run here yet or not quick, or a head run going on for longer than its
+   * whole line should take (it may be looping).
+   */
+  private lineMs(s: Slot, now: number): number {
+    let total = 0;
+    for (const job of s.jobs) {
+      const ms = this.lastRunMs.get(job.prepared.script);
+      if (ms === undefined || ms >= QUICK_MS) return Infinity;
+      total += ms;
+    }
+    const head = s.jobs[0];
+    if (head && head.started && now - head.started > LINE_MS) return Infinity;
+    return total;
   }
 
   /**
-   * The worker for the next run: a busy one doing a single run of a quick script, begun less than BATCH_MS ago (it
-   * is awake: the message costs it ~1-3 µs, where waking an idle worker costs ~20 µs of its CPU, and the run waits
-   * about what a wake-up takes; never behind a script that may be slow, as one never run before); otherwise the ready worker built for this limit with the fewest runs in flight, if it can take
-   * one more.
+   * The worker for the next run, quick scripts kept together: the first ready worker (for this limit) whose line of
+   * quick runs should clear within LINE_MS takes it, even if another worker is idle. A busy worker is awake: a
+   * message costs it ~1-3 µs and its caches are warm, where waking an idle worker costs both threads ~20-40 µs and
+   * the run itself takes about twice as long on a thread that just woke up; so under load one worker does the runs
+   * back to back while the other sleeps, and is there for a slow or looping script. Otherwise the ready worker with
+   * the fewest runs in flight, if it can take one more (never behind a script that may be slow, as one never run
+   * here before, while a worker is free).
    */
   private leastLoaded(memoryBytes: number): Slot | undefined {
     let best: Slot | undefined;
     let now = 0;
     for (const s of this.slots) {
       if (!s.ready || s.memoryBytes !== memoryBytes || s.jobs.length >= PIPELINE) continue;
-      if (s.jobs.length === 1) {
-        const head = s.jobs[0] as Job;
-        if (this.quick(head.prepared.script)) {
-          now ||= performance.now();
-          if (now - head.started < BATCH_MS) return s;
-        }
-      }
+      if (s.jobs.length > 0 && this.lineMs(s, (now ||= performance.now())) < LINE_MS) return s;
       if (!best || s.jobs.length < best.jobs.length) best = s;
     }
     return best;

@@ -28,7 +28,14 @@ class PropertyItem {
   }
 }
 
+// The item classes spell their constructor out: QuickJS runs an implicit derived constructor as
+// `constructor(...args) { super(...args); }`, whose rest array made each item ~3x as slow to build (~0.45 µs more
+// per header, and a request has many).
 class Header extends PropertyItem {
+  constructor(key, value, disabled) {
+    super(key, value, disabled);
+  }
+
   toString() {
     return `${this.key}: ${this.value}`;
   }
@@ -61,6 +68,10 @@ function encodeQueryPart(s, unsafe) {
 }
 
 class QueryParam extends PropertyItem {
+  constructor(key, value, disabled) {
+    super(key, value, disabled);
+  }
+
   toString() {
     const key = encodeQueryPart(this.key === undefined || this.key === null ? "" : this.key, QUERY_KEY_UNSAFE);
     return this.value === undefined || this.value === null ? key : `${key}=${encodeQueryPart(this.value, QUERY_VALUE_UNSAFE)}`;
@@ -79,6 +90,10 @@ class QueryParam extends PropertyItem {
 }
 
 class Cookie extends PropertyItem {
+  constructor(key, value, disabled) {
+    super(key, value, disabled);
+  }
+
   toString() {
     return `${this.key}=${this.value}`;
   }
