@@ -53,8 +53,11 @@ export interface H2Request {
   headers: HeaderList;
   /** the body (HTTP/2 flow control behind it); ended at once for a request without one */
   body: ServerHttp2Stream;
-  /** sends the response head (HTTP/1-style fields; connection-specific ones are dropped) */
-  respond(status: number, headers: HeaderList, endStream?: boolean): void;
+  /**
+   * sends the response head (HTTP/1-style fields; connection-specific ones are dropped). `trailers` (default true):
+   * the response may end with trailers (given to end()); false ends it with the last DATA frame instead
+   */
+  respond(status: number, headers: HeaderList, endStream?: boolean, trailers?: boolean): void;
   /** the response body; false: wait for drain (ServerHttp2Stream's 'drain') */
   write(chunk: Uint8Array): boolean;
   /** ends the response, with trailers when given */
@@ -166,10 +169,11 @@ export class H2ServerConnection {
       path: parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/"),
       headers: parts.headers,
       body: stream,
-      respond: (status, headers, endStream = false) => {
-        stream.respond(headerObject(h1ResponseToH2(status, headers)), { endStream, waitForTrailers: !endStream });
+      respond: (status, headers, endStream = false, trailers = true) => {
+        const waitForTrailers = !endStream && trailers;
+        stream.respond(headerObject(h1ResponseToH2(status, headers)), { endStream, waitForTrailers });
         // an empty trailers block ends a stream whose response turned out to have none
-        if (!endStream) stream.once("wantTrailers", () => stream.sendTrailers(headerObject(wantTrailers ?? [])));
+        if (waitForTrailers) stream.once("wantTrailers", () => stream.sendTrailers(headerObject(wantTrailers ?? [])));
       },
       write: (chunk) => stream.write(chunk),
       end: (trailers) => {

@@ -108,6 +108,8 @@ export class H2StreamExchange extends Exchange {
   private responseEnded = false;
   private finished = false;
   private writer: ThrottledWriter | null = null;
+  /** The request said `te: trailers`. */
+  private acceptsTrailers = false;
 
   constructor(
     private readonly session: H2Session,
@@ -127,6 +129,7 @@ export class H2StreamExchange extends Exchange {
     const hasBody = !ended && len !== 0;
     this.reqFraming = !hasBody ? { kind: "none" } : len > 0 ? ({ kind: "length", length: len } as Framing) : ({ kind: "chunked" } as Framing);
     this.reqDecoder = hasBody ? { done: false } : null;
+    this.acceptsTrailers = getHeader(req.headers, "te")?.toLowerCase().includes("trailers") ?? false;
     const flow = new Flow(this.client, { method: req.method, scheme: t.scheme, host: t.host, port: t.port, path: req.path, version: "HTTP/2", headers: req.headers, body: null }, this.ctx.bodyLimit);
     flow.extra.h2_stream_id = req.streamId;
     stream.on("data", (c: Uint8Array) => this.onBodyData(c));
@@ -218,8 +221,12 @@ export class H2StreamExchange extends Exchange {
     // nothing to stream: the head ends the stream (a trailers-only gRPC answer stays one)
     const f = this.resFraming;
     const endNow = noBody || (wholeBody !== null ? wholeBody.length === 0 : f.kind === "none" || (f.kind === "length" && f.length === 0));
+    // Trailers come only from an HTTP/2 origin. The stream waits for them when they may come: the client said it
+    // takes them (`te: trailers`, as gRPC does), the response announces them (`trailer`) or is gRPC; otherwise the
+    // last DATA frame ends the stream (no empty trailers block per response) and late trailers are only recorded.
+    const trailers = this.resTrailers !== null || (this.h2up !== null && (this.acceptsTrailers || getHeader(res.headers, "trailer") !== undefined || (getHeader(res.headers, "content-type") ?? "").startsWith("application/grpc")));
     try {
-      this.req.respond(res.status < 200 ? 502 : res.status, headers, endNow);
+      this.req.respond(res.status < 200 ? 502 : res.status, headers, endNow, trailers);
     } catch (e) {
       flow.error = `invalid response head for HTTP/2: ${(e as Error).message}`;
       this.req.reset();

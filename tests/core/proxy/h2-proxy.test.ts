@@ -16,7 +16,7 @@ import { LeafCertCache } from "../../../src/core/tls/leaf.ts";
 import { startService } from "../../helpers/service.ts";
 import { tempDir } from "../../helpers/tapwire-process.ts";
 import { curl, startUpstream, type Upstream } from "../../helpers/upstream.ts";
-import { frame, hpack, headersFrame, parseFrames, PREFACE, requestFields, rstFrame, settingsFrame } from "../../helpers/h2-frames.ts";
+import { continuationFrame, hpack, headersFrame, parseFrames, pingFrame, PREFACE, requestFields, rstFrame, settingsFrame } from "../../helpers/h2-frames.ts";
 
 type Svc = Awaited<ReturnType<typeof startService>>;
 const originCa = generateCA();
@@ -114,9 +114,9 @@ async function tunnel(host: string, port: number, alpn: string[]): Promise<tls.T
   return t;
 }
 
-function h2Get(session: http2.ClientHttp2Session, path: string, method = "GET", body?: string): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; trailers: http2.IncomingHttpHeaders }> {
+function h2Get(session: http2.ClientHttp2Session, path: string, method = "GET", body?: string, extra: http2.OutgoingHttpHeaders = {}): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; trailers: http2.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const req = session.request({ ":method": method, ":path": path });
+    const req = session.request({ ":method": method, ":path": path, ...extra });
     let headers: http2.IncomingHttpHeaders = {};
     let trailers: http2.IncomingHttpHeaders = {};
     const parts: Buffer[] = [];
@@ -191,7 +191,8 @@ describe("HTTP/2 through the proxy", () => {
         expect(res.body).toBe(`h2 POST /par${i} ${i} cookie=`);
         expect(res.headers["set-cookie"]).toEqual(["a=1", "b=2"]);
       });
-      const t = await h2Get(session, "/trailers-n", "POST", "abcdef");
+      // a client that takes trailers says so (te: trailers, as gRPC clients do)
+      const t = await h2Get(session, "/trailers-n", "POST", "abcdef", { te: "trailers" });
       expect(t.body).toBe("got 6");
       expect(t.trailers["x-checksum"]).toBe("6");
       const e = await entryFor("/trailers-n");
@@ -223,30 +224,86 @@ describe("HTTP/2 through the proxy", () => {
 });
 
 describe("HTTP/2 defences through the MITM", () => {
-  test("rapid reset inside the tunnel: that connection gets GOAWAY, a second client is served meanwhile", async () => {
+  const block = () => hpack(requestFields("/attack", `localhost:${h2port}`));
+  const cases: [string, () => Buffer[], string][] = [
+    ["rapid reset", () => Array.from({ length: 2000 }, (_, i) => [headersFrame(1 + 2 * i, hpack(requestFields(`/rr${i}`, `localhost:${h2port}`))), rstFrame(1 + 2 * i)]).flat(), "reset"],
+    ["CONTINUATION flood", () => [headersFrame(1, block(), true, false), ...Array.from({ length: 200 }, () => continuationFrame(1, hpack([["x-a", "b".repeat(50)]])))], "CONTINUATION"],
+    ["HPACK bomb (a header block over the limit)", () => [headersFrame(1, block(), true, false), ...Array.from({ length: 8 }, () => continuationFrame(1, Buffer.alloc(16 * 1024, 0x41)))], "header block over"],
+    ["SETTINGS flood", () => Array.from({ length: 500 }, () => settingsFrame([[4, 65535]])), "SETTINGS"],
+    ["PING flood", () => Array.from({ length: 500 }, () => pingFrame()), "PING"],
+    ["streams beyond the cap", () => Array.from({ length: 400 }, (_, i) => headersFrame(1 + 2 * i, block(), false)), "streams open at once"],
+  ];
+  test.each(cases)("%s inside the tunnel: GOAWAY ENHANCE_YOUR_CALM and close; a second client is served meanwhile", async (_name, frames, reason) => {
     const sock = await tunnel("localhost", h2port, ["h2"]);
     expect(sock.alpnProtocol).toBe("h2");
-    const frames: Buffer[] = [];
+    const got: Buffer[] = [];
     let closed = false;
-    sock.on("data", (d: Buffer) => frames.push(d));
+    sock.on("data", (d: Buffer) => got.push(d));
     sock.on("close", () => (closed = true));
     sock.on("error", () => {});
-    sock.write(Buffer.concat([PREFACE, settingsFrame()]));
-    // open and reset streams as fast as possible, as the 2023 attack did
-    const burst: Buffer[] = [];
-    for (let i = 0; i < 2000; i++) {
-      const id = 1 + 2 * i;
-      burst.push(headersFrame(id, hpack(requestFields(`/rr${i}`, `localhost:${h2port}`)), true), rstFrame(id));
-    }
-    sock.write(Buffer.concat(burst));
-    // a second client, meanwhile
+    sock.write(Buffer.concat([PREFACE, settingsFrame(), ...frames()]));
+    // a second client, meanwhile, through the same proxy to the same origin
     const other = await curl(["-s", "--http2", "-x", proxy, "--cacert", caFile, `${origin()}/bystander`]);
     expect(other.out).toBe("h2 GET /bystander 0 cookie=");
     const deadline = Date.now() + 10_000;
     while (!closed && Date.now() < deadline) await Bun.sleep(10);
     expect(closed).toBe(true);
-    const goaway = parseFrames(Buffer.concat(frames)).find((f) => f.type === 7);
+    const goaway = parseFrames(Buffer.concat(got)).find((f) => f.type === 7);
     expect(goaway).toBeDefined();
     expect(goaway!.payload.readUInt32BE(4)).toBe(11); // ENHANCE_YOUR_CALM
+    expect(goaway!.payload.subarray(8).toString()).toContain(reason);
   });
+});
+
+describe("HTTP/2 flow control across the proxy", () => {
+  test("a client that stops reading stops the origin too: tapwire does not buffer a fast origin's body", async () => {
+    // the origin writes a 256 MiB body as fast as the stream takes it, counting what the stream accepted
+    let accepted = 0;
+    let originDone = false;
+    const srv = http2.createSecureServer({ cert: leaf.cert, key: leaf.key, allowHTTP1: false });
+    srv.on("stream", (stream: http2.ServerHttp2Stream) => {
+      stream.on("error", () => {});
+      stream.respond({ ":status": 200, "content-type": "application/octet-stream" });
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      const pump = () => {
+        while (accepted < 256 * 1024 * 1024 && !stream.destroyed) {
+          accepted += chunk.length;
+          if (!stream.write(chunk)) return void stream.once("drain", pump);
+        }
+        originDone = true;
+        stream.end();
+      };
+      pump();
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+    const port = (srv.address() as AddressInfo).port;
+    const sock = await tunnel("localhost", port, ["h2"]);
+    const session = http2.connect(`https://localhost:${port}`, { createConnection: () => sock });
+    try {
+      const req = session.request({ ":method": "GET", ":path": "/slow-reader" });
+      req.on("error", () => {});
+      await new Promise<void>((res) => req.once("response", () => res()));
+      req.pause(); // the client reads nothing
+      // let the origin push as much as it can: it must stall at a small multiple of the flow-control windows
+      let last = -1;
+      for (let i = 0; i < 100 && accepted !== last; i++) {
+        last = accepted;
+        await Bun.sleep(100);
+      }
+      expect(originDone).toBe(false);
+      expect(accepted).toBeLessThan(32 * 1024 * 1024);
+      // and once the client reads, the body flows again
+      const before = accepted;
+      let read = 0;
+      req.on("data", (c: Buffer) => (read += c.length));
+      req.resume();
+      const until = Date.now() + 10_000;
+      while (read < before + 8 * 1024 * 1024 && Date.now() < until) await Bun.sleep(20);
+      expect(read).toBeGreaterThan(before);
+      req.close(http2.constants.NGHTTP2_CANCEL);
+    } finally {
+      session.destroy();
+      srv.close();
+    }
+  }, 30_000);
 });
