@@ -223,6 +223,22 @@ describe("HTTP/2 through the proxy", () => {
   });
 });
 
+describe("features on HTTP/2 streams", () => {
+  test("the global download throttle paces an HTTP/2 response (1 MiB at 256 KiB/s: about 4 s)", async () => {
+    const put = await svc.call("/api/v1/throttle", { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ bytes_per_second: 256 * 1024 }) });
+    expect(put.status).toBe(200);
+    try {
+      const t0 = performance.now();
+      const r = await curl(["-s", "--http2", "-x", proxy, "--cacert", caFile, "-o", "/dev/null", "-w", "%{http_version} %{size_download}", `${origin()}/big?n=1048576&throttled`]);
+      const ms = performance.now() - t0;
+      expect(r.out).toBe("2 1048576");
+      expect(ms).toBeGreaterThan(4000 * 0.75);
+    } finally {
+      await svc.call("/api/v1/throttle", { method: "DELETE" });
+    }
+  }, 30_000);
+});
+
 describe("HTTP/2 defences through the MITM", () => {
   const block = () => hpack(requestFields("/attack", `localhost:${h2port}`));
   const cases: [string, () => Buffer[], string][] = [
