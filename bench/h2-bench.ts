@@ -84,9 +84,11 @@ srv.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: srv.address(
 `,
 );
 
+let originPid: number | undefined;
 async function startOrigin(): Promise<number> {
   const child = Bun.spawn([BUN, join(TMP, "origin.ts")], { stdout: "pipe", stderr: "inherit" });
   children.push(child);
+  originPid = child.pid;
   const reader = child.stdout.getReader();
   let text = "";
   while (!text.includes("\n")) {
@@ -99,7 +101,7 @@ async function startOrigin(): Promise<number> {
 
 // ------------------------------------------------------------------------------------------------ proxies
 
-async function startTapwire(): Promise<{ port: number; caPem: string }> {
+async function startTapwire(): Promise<{ port: number; caPem: string; pid: number }> {
   const dataDir = join(TMP, "tapwire-data");
   const prof = opt["tapwire-cpu-prof"] ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${opt["tapwire-cpu-prof"]}`] : [];
   const child = Bun.spawn([BUN, ...prof, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", originCaFile], { stdout: "ignore", stderr: "pipe" });
@@ -119,10 +121,10 @@ async function startTapwire(): Promise<{ port: number; caPem: string }> {
     const r = await fetch(`http://127.0.0.1:${h.port}/api/v1/capture/stop`, { method: "POST", headers: { authorization: `Bearer ${h.token}` } });
     if (r.status !== 204) throw new Error(`capture/stop: ${r.status}`);
   }
-  return { port: hs.proxy_port!, caPem: readFileSync(join(dataDir, "ca.pem"), "utf8") };
+  return { port: hs.proxy_port!, caPem: readFileSync(join(dataDir, "ca.pem"), "utf8"), pid: child.pid };
 }
 
-async function startMitmdump(): Promise<{ port: number; caPem: string; version: string } | null> {
+async function startMitmdump(): Promise<{ port: number; caPem: string; version: string; pid: number } | null> {
   const which = Bun.spawnSync(["which", "mitmdump"]);
   if (which.exitCode !== 0) {
     log("mitmdump is not installed (apt-get install -y mitmproxy): its row is skipped");
@@ -137,7 +139,7 @@ async function startMitmdump(): Promise<{ port: number; caPem: string; version: 
   await waitFor("mitmdump port", 90_000, async () => ((await portOpen(port)) ? true : null));
   const caFile = join(dir, "mitmproxy-ca-cert.pem");
   await waitFor("mitmdump CA", 10_000, () => (existsSync(caFile) ? true : null));
-  return { port, caPem: readFileSync(caFile, "utf8"), version };
+  return { port, caPem: readFileSync(caFile, "utf8"), version, pid: child.pid };
 }
 
 // ------------------------------------------------------------------------------------------------ client
@@ -169,7 +171,22 @@ async function connectTls(originPort: number, caPem: string, proxyPort: number |
   return t;
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc (null where there is no /proc). */
+function cpuSec(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return null;
+  }
+}
+
 interface Result {
+  /** CPU microseconds per request of the proxy process and of the origin during the measured run */
+  proxyUs: number | null;
+  originUs: number | null;
   rps: number;
   ok: number;
   errors: number;
@@ -177,7 +194,7 @@ interface Result {
   p99: number;
 }
 
-async function load(originPort: number, caPem: string, proxyPort: number | null): Promise<Result> {
+async function load(originPort: number, caPem: string, proxyPort: number | null, proxyPid?: number): Promise<Result> {
   const sock = await connectTls(originPort, caPem, proxyPort);
   const session = http2.connect(`https://localhost:${originPort}`, { createConnection: () => sock });
   session.on("error", () => {});
@@ -210,12 +227,17 @@ async function load(originPort: number, caPem: string, proxyPort: number | null)
   };
   await run(1000, null); // warm-up: sessions, leaf certificates, JIT
   const lat: number[] = [];
+  const p0 = cpuSec(proxyPid);
+  const o0 = cpuSec(originPid);
   const t0 = performance.now();
   const { ok, errors } = await run(SECONDS * 1000, lat);
   const secs = (performance.now() - t0) / 1000;
+  const p1 = cpuSec(proxyPid);
+  const o1 = cpuSec(originPid);
+  const perReq = (a: number | null, b: number | null) => (a === null || b === null || ok === 0 ? null : ((b - a) * 1e6) / ok);
   session.close();
   lat.sort((a, b) => a - b);
-  return { rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
+  return { proxyUs: perReq(p0, p1), originUs: perReq(o0, o1), rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
 }
 
 // ------------------------------------------------------------------------------------------------ main
@@ -228,14 +250,14 @@ const mitm = opt["no-mitm"] ? null : await startMitmdump();
 if (mitm) log(`${mitm.version} on ${mitm.port}`);
 
 const rows: { name: string; r: Result | null; error?: string }[] = [];
-for (const [name, ca, port] of [
-  ["direct", originCa(), null],
-  ["tapwire", tw.caPem, tw.port],
-  ...(mitm ? [["mitmdump", mitm.caPem, mitm.port] as const] : []),
-] as [string, string, number | null][]) {
+for (const [name, ca, port, pid] of [
+  ["direct", originCa(), null, undefined],
+  ["tapwire", tw.caPem, tw.port, tw.pid],
+  ...(mitm ? [["mitmdump", mitm.caPem, mitm.port, mitm.pid] as const] : []),
+] as [string, string, number | null, number | undefined][]) {
   try {
     log(`${name}: ${SECONDS} s, ${STREAMS} concurrent streams on one connection...`);
-    rows.push({ name, r: await load(originPort, ca, port) });
+    rows.push({ name, r: await load(originPort, ca, port, pid) });
   } catch (e) {
     rows.push({ name, r: null, error: (e as Error).message });
   }
@@ -247,14 +269,14 @@ function originCa(): string {
 
 const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
 console.log(`\nHTTP/2, ${STREAMS} concurrent streams over one connection, 1 KiB responses, ${SECONDS} s per row (tapwire ${opt["no-capture"] ? "with capture stopped" : "capturing every request"})`);
-console.log(["target", "req/s", "p50 ms", "p99 ms", "ok", "errors"].map((c, i) => (i === 0 ? c.padEnd(10) : c.padStart(9))).join(" "));
+console.log(["target", "req/s", "p50 ms", "p99 ms", "ok", "errors", "proxy cpu us/req", "origin cpu us/req"].map((c, i) => (i === 0 ? c.padEnd(10) : c.padStart(i >= 6 ? 18 : 9))).join(" "));
 for (const row of rows) {
   if (!row.r) {
     console.log(`${row.name.padEnd(10)} FAILED: ${row.error}`);
     continue;
   }
   const r = row.r;
-  console.log([row.name.padEnd(10), f(r.rps).padStart(9), f(r.p50, 2).padStart(9), f(r.p99, 2).padStart(9), String(r.ok).padStart(9), String(r.errors).padStart(9)].join(" "));
+  console.log([row.name.padEnd(10), f(r.rps).padStart(9), f(r.p50, 2).padStart(9), f(r.p99, 2).padStart(9), String(r.ok).padStart(9), String(r.errors).padStart(9), f(r.proxyUs ?? NaN).padStart(18), f(r.originUs ?? NaN).padStart(18)].join(" "));
 }
 const get = (n: string) => rows.find((r) => r.name === n)?.r?.rps ?? NaN;
 const twRps = get("tapwire");
