@@ -144,13 +144,14 @@ export class TapwireService {
       parent: this.parentProxy(),
     });
     // HTTP/2 to origins that pick it; not through a parent proxy (the HTTP/2 pool connects directly)
-    const h2pool = pool.opts.parent ? null : new H2UpstreamPool({ rejectUnauthorized: !this.config.upstreamInsecure, ca: extraCa.length ? [...rootCertificates, ...extraCa] : undefined, connectTimeoutMs: this.config.connectTimeoutSec * 1000 });
+    const h2pool = pool.opts.parent || this.config.http2 === false ? null : new H2UpstreamPool({ rejectUnauthorized: !this.config.upstreamInsecure, ca: extraCa.length ? [...rootCertificates, ...extraCa] : undefined, connectTimeoutMs: this.config.connectTimeoutSec * 1000 });
     const labeler = new ClientLabeler();
     const wsFeatures = this.features.filter((f) => f.webSocketOpened);
     this.proxyCtx = {
       pipeline: new Pipeline(orderedAddons(this.features)),
       pool,
       h2pool,
+      http2: this.config.http2 !== false,
       leafCerts: new LeafCertCache(this.ca),
       bodyLimit: this.config.bodyLimit,
       maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),

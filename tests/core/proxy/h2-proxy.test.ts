@@ -28,12 +28,13 @@ let caFile: string;
 let caPem: string;
 let h2srv: http2.Http2SecureServer;
 let h2port = 0;
+let originCaFile = "";
 const origin = () => `https://localhost:${h2port}`;
 
 beforeAll(async () => {
   up = startUpstream();
   const dir = tempDir();
-  const originCaFile = join(dir, "origin-ca.pem");
+  originCaFile = join(dir, "origin-ca.pem");
   writeFileSync(originCaFile, originCa.certPem);
   // an h2-only origin (no HTTP/1.1 fallback): echo, streaming, trailers
   h2srv = http2.createSecureServer({ cert: leaf.cert, key: leaf.key, allowHTTP1: false });
@@ -220,6 +221,29 @@ describe("HTTP/2 through the proxy", () => {
     const f = await curl(["-s", "-S", "-f", "--http2-prior-knowledge", "--max-time", "10", "-w", "%{http_code}", `http://127.0.0.1:${svc.proxyPort}/echo`]);
     expect(f.code).toBe(22); // -f: an HTTP error
     expect(f.out).toBe("505");
+  });
+});
+
+describe("--no-http2", () => {
+  test("HTTP/1.1 only: curl --http2 gets HTTP/1.1 inside the tunnel, and an h2-only origin is asked in HTTP/1.1 (which it refuses)", async () => {
+    const off = await startService({ upstreamCa: [up.caFile, originCaFile], http2: false });
+    try {
+      const offProxy = `http://127.0.0.1:${off.proxyPort}`;
+      const offCa = join(off.config.dataDir, "ca.pem");
+      const a = await curl(["-s", "--http2", "-x", offProxy, "--cacert", offCa, "-w", "\n%{http_version}", `${up.httpsUrl}/echo/no-h2`]);
+      expect(a.out.endsWith("\n1.1")).toBe(true);
+      const b = await curl(["-s", "--http2", "-x", offProxy, "--cacert", offCa, "-o", "/dev/null", "-w", "%{http_code}", `${origin()}/no-h2`]);
+      // the h2-only origin refuses the HTTP/1.1 request (Bun's node:http2 answers 403; node closes: 502)
+      expect(["403", "502"]).toContain(b.out);
+      const e = (((await (await off.call("/api/v1/traffic?limit=10")).json()) as any).items as any[]).find((x) => String(x.url).endsWith("/no-h2") && String(x.url).includes(String(h2port)));
+      expect(e).toBeDefined();
+      const d: any = await (await off.call(`/api/v1/traffic/${e.id}`)).json();
+      expect(d.http_version ?? "HTTP/1.1").toBe("HTTP/1.1");
+      expect(d.h2_stream_id).toBeUndefined();
+      expect(d.upstream_h2_stream_id).toBeUndefined();
+    } finally {
+      await off.stop();
+    }
   });
 });
 
