@@ -419,6 +419,8 @@ export abstract class Exchange implements UpstreamOwner {
   /** The origin's stream ended (with these trailers): the response is complete once its body went out. */
   private onH2End(flow: Flow, stream: ClientHttp2Stream, trailers: HeaderList): void {
     if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+    // the stream closed with body bytes still buffered (read paused by hooks or a slow client): end after them
+    if (!stream.readableEnded && stream.readableLength > 0) return void stream.once("end", () => this.onH2End(flow, stream, trailers));
     if (trailers.length) {
       flow.extra.res_trailers = trailers;
       this.resTrailers = trailers;
