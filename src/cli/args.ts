@@ -43,6 +43,7 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --script-memory BYTES     memory limit of one script execution (default ${DEFAULTS.scriptMemoryBytes}; suffixes k, m)
   --proto DIR               .proto files under DIR name the fields of captured gRPC messages (repeatable)
   --no-flow-runner          do not execute flows: POST /flows/{id}/run answers 503 (flows can still be read and edited)
+  --no-http2                HTTP/1.1 only: no h2 in ALPN to clients inside CONNECT, none asked of origins
   --flow-timeout SECS       time limit of one flow run; then it is cancelled and the route answers 504 (default ${DEFAULTS.flowTimeoutMs / 1000})
   -h, --help                show this text
 
@@ -121,6 +122,7 @@ export const START_OPTIONS = {
   "script-memory": { type: "string" },
   proto: { type: "string", multiple: true },
   "no-flow-runner": { type: "boolean" },
+  "no-http2": { type: "boolean" },
   "flow-timeout": { type: "string" },
 } as const;
 
@@ -156,6 +158,7 @@ export function startConfig(values: StartValues, env: Record<string, string | un
     scriptMemoryBytes: int("script-memory", values["script-memory"], DEFAULTS.scriptMemoryBytes, 1024 * 1024, 4 * 1024 ** 3),
     protoDirs,
     flowRunner: !values["no-flow-runner"],
+    http2: !values["no-http2"],
     flowTimeoutMs: seconds("flow-timeout", values["flow-timeout"], DEFAULTS.flowTimeoutMs / 1000, 0.1, 3600) * 1000,
   };
 }

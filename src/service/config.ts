@@ -54,6 +54,8 @@ export interface ServiceConfig {
   flowRunner?: boolean;
   /** Time limit of one flow run, ms (`--flow-timeout SECS`): the route answers 504 and cancels the run. Default 120 s. */
   flowTimeoutMs?: number;
+  /** HTTP/2 with clients (ALPN inside CONNECT) and origins (`--no-http2` turns it off: HTTP/1.1 only). Missing = true. */
+  http2?: boolean;
 }
 
 export const DEFAULTS = {

@@ -10,6 +10,7 @@ import { ClientLabeler } from "../core/proxy/client-label.ts";
 import type { ProxyContext } from "../core/proxy/context.ts";
 import { ProxyServer } from "../core/proxy/server.ts";
 import { UpstreamPool } from "../core/proxy/upstream.ts";
+import { H2UpstreamPool } from "../core/proxy/h2-upstream.ts";
 import { ParentProxy } from "../core/proxy/parent-proxy.ts";
 import { loadOrCreateCASync, type CA } from "../core/tls/ca.ts";
 import { LeafCertCache } from "../core/tls/leaf.ts";
@@ -143,11 +144,15 @@ export class TapwireService {
       maxIdlePerKey: 64,
       parent: this.parentProxy(),
     });
+    // HTTP/2 to origins that pick it; not through a parent proxy (the HTTP/2 pool connects directly)
+    const h2pool = pool.opts.parent || this.config.http2 === false ? null : new H2UpstreamPool({ rejectUnauthorized: !this.config.upstreamInsecure, ca: extraCa.length ? [...rootCertificates, ...extraCa] : undefined, connectTimeoutMs: this.config.connectTimeoutSec * 1000 });
     const labeler = new ClientLabeler();
     const wsFeatures = this.features.filter((f) => f.webSocketOpened);
     this.proxyCtx = {
       pipeline: new Pipeline(orderedAddons(this.features)),
       pool,
+      h2pool,
+      http2: this.config.http2 !== false,
       leafCerts: new LeafCertCache(this.ca),
       bodyLimit: this.config.bodyLimit,
       maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),

@@ -29,7 +29,7 @@ describe("with the running tapwire", () => {
     // traffic before the run must not be in the HAR
     await curl(["-x", `http://127.0.0.1:${t.handshake.proxy_port}`, `${up.httpUrl}/echo?before-run`]);
     const har = join(temp(), "out.har");
-    const r = await tw(["run", "--data-dir", t.dataDir, "--har", har, "--", "curl", "-sS", "--fail", `${up.httpsUrl}/echo?run=1`, "-H", "X-Test: yes", "--data", "hello"]);
+    const r = await tw(["run", "--data-dir", t.dataDir, "--har", har, "--", "curl", "-sS", "--fail", "--http1.1", `${up.httpsUrl}/echo?run=1`, "-H", "X-Test: yes", "--data", "hello"]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out).body).toBe("hello");
     expect(r.err).toContain("1 entry captured; wrote");

@@ -1,7 +1,8 @@
 /** Header fields in wire order, original casing preserved. */
 export type HeaderList = [string, string][];
 
-export type HttpVersion = "HTTP/1.1" | "HTTP/1.0";
+/** HTTP/2 only ever appears on flows (a client or origin speaking HTTP/2), never from the HTTP/1 parser. */
+export type HttpVersion = "HTTP/1.1" | "HTTP/1.0" | "HTTP/2";
 
 export interface RequestHead {
   method: string;

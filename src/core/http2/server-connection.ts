@@ -53,8 +53,11 @@ export interface H2Request {
   headers: HeaderList;
   /** the body (HTTP/2 flow control behind it); ended at once for a request without one */
   body: ServerHttp2Stream;
-  /** sends the response head (HTTP/1-style fields; connection-specific ones are dropped) */
-  respond(status: number, headers: HeaderList, endStream?: boolean): void;
+  /**
+   * sends the response head (HTTP/1-style fields; connection-specific ones are dropped). `trailers` (default true):
+   * the response may end with trailers (given to end()); false ends it with the last DATA frame instead
+   */
+  respond(status: number, headers: HeaderList, endStream?: boolean, trailers?: boolean): void;
   /** the response body; false: wait for drain (ServerHttp2Stream's 'drain') */
   write(chunk: Uint8Array): boolean;
   /** ends the response, with trailers when given */
@@ -68,6 +71,7 @@ export class H2ServerConnection {
   private readonly duplex: Duplex;
   private readonly session: Http2Session;
   private cut: H2Violation | null = null;
+  private flushWrites: () => void = () => {};
   private closed = false;
 
   constructor(
@@ -75,8 +79,21 @@ export class H2ServerConnection {
     private readonly opts: H2ServerOptions,
   ) {
     this.guard = new H2FrameGuard({ maxOpenStreams: 2 * (opts.maxConcurrentStreams ?? 100), ...opts.limits });
+    // The session writes frame by frame; the frames written in one turn go to the socket as one write (far fewer
+    // TLS records and syscalls with many streams). While the socket is full, the session's writes wait for drain.
     let waitingWrite: (() => void) | null = null;
+    let blocked = false;
+    let pending: Uint8Array[] = [];
+    let scheduled = false;
+    const flush = (this.flushWrites = () => {
+      scheduled = false;
+      const parts = pending;
+      pending = [];
+      if (this.closed || parts.length === 0) return;
+      if (!sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
+    });
     sink.onDrain = () => {
+      blocked = false;
       const cb = waitingWrite;
       waitingWrite = null;
       cb?.();
@@ -85,8 +102,13 @@ export class H2ServerConnection {
       read: () => opts.resumeReading(),
       write: (chunk: Buffer, _enc, cb) => {
         if (this.closed) return cb();
-        if (sink.write(chunk)) cb();
-        else waitingWrite = () => cb();
+        pending.push(chunk);
+        if (!scheduled) {
+          scheduled = true;
+          queueMicrotask(flush);
+        }
+        if (blocked) waitingWrite = () => cb();
+        else cb();
       },
       final: (cb) => {
         this.close();
@@ -128,6 +150,7 @@ export class H2ServerConnection {
 
   private violate(v: H2Violation): void {
     this.cut = v;
+    this.flushWrites();
     this.sink.write(goawayFrame(v));
     this.close();
     this.opts.onViolation?.(v);
@@ -139,6 +162,7 @@ export class H2ServerConnection {
 
   private close(): void {
     if (this.closed) return;
+    this.flushWrites(); // frames the session wrote in this turn (a GOAWAY, last responses) go out before the end
     this.closed = true;
     this.sink.end();
     if (!this.session?.destroyed) this.session?.destroy();
@@ -166,10 +190,11 @@ export class H2ServerConnection {
       path: parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/"),
       headers: parts.headers,
       body: stream,
-      respond: (status, headers, endStream = false) => {
-        stream.respond(headerObject(h1ResponseToH2(status, headers)), { endStream, waitForTrailers: !endStream });
+      respond: (status, headers, endStream = false, trailers = true) => {
+        const waitForTrailers = !endStream && trailers;
+        stream.respond(headerObject(h1ResponseToH2(status, headers)), { endStream, waitForTrailers });
         // an empty trailers block ends a stream whose response turned out to have none
-        if (!endStream) stream.once("wantTrailers", () => stream.sendTrailers(headerObject(wantTrailers ?? [])));
+        if (waitForTrailers) stream.once("wantTrailers", () => stream.sendTrailers(headerObject(wantTrailers ?? [])));
       },
       write: (chunk) => stream.write(chunk),
       end: (trailers) => {

@@ -2,6 +2,8 @@ import type { LeafCertCache } from "../tls/leaf.ts";
 import type { Pipeline } from "../../pipeline/pipeline.ts";
 import type { Flow } from "../../pipeline/flow.ts";
 import type { UpstreamPool } from "./upstream.ts";
+import type { H2UpstreamPool } from "./h2-upstream.ts";
+import type { H2GuardLimits } from "../http2/guard.ts";
 
 /** Observes a WebSocket connection relayed after a 101 (frames are parsed beside the byte-for-byte relay). */
 export interface WebSocketTap {
@@ -38,4 +40,10 @@ export interface ProxyContext {
    * already is). `now` writes at once. The proxy sends a response's last byte only after it.
    */
   durable?(now?: boolean): Promise<void> | undefined;
+  /** HTTP/2 to https origins that pick it in ALPN (absent: HTTP/1.1 only, e.g. through a parent proxy). */
+  h2pool?: H2UpstreamPool | null;
+  /** Offer h2 in ALPN to clients inside an intercepted CONNECT (default true). */
+  http2?: boolean;
+  /** Limits of the HTTP/2 frame guard on client connections (defaults: DEFAULT_H2_LIMITS). */
+  h2Limits?: Partial<H2GuardLimits>;
 }

@@ -1,12 +1,16 @@
 import { ChunkedDecoder, LengthDecoder, parseResponseHead, responseFraming } from "../http1/parse.ts";
 import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
-import type { Framing, ResponseHead } from "../http1/types.ts";
+import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
+import { h1RequestToH2 } from "../http2/headers.ts";
+import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
+import { constants as h2constants } from "node:http2";
+import type { H2Response } from "./h2-upstream.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
 import { concatAll, concatBytes, type Endpoint } from "./endpoint.ts";
-import type { UpstreamConn, UpstreamError, UpstreamOwner, UpstreamTarget } from "./upstream.ts";
+import { type UpstreamConn, UpstreamError, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
 
 export const EMPTY = new Uint8Array(0);
 /** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
@@ -74,6 +78,12 @@ export abstract class Exchange implements UpstreamOwner {
   protected upstreamReusable = true;
   /** Interim responses seen for the current request. */
   protected interim = 0;
+  /** The origin's HTTP/2 stream carrying this exchange (instead of `upstream`), its body being read, its end seen. */
+  protected h2up: ClientHttp2Stream | null = null;
+  protected h2Reading = false;
+  protected upstreamEnded = false;
+  /** Trailers of the response (from an HTTP/2 origin), for a client that can take them. */
+  protected resTrailers: HeaderList | null = null;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -128,10 +138,12 @@ export abstract class Exchange implements UpstreamOwner {
   /** Stop / restart reading the response from upstream (the client is not taking it, or hooks hold it). */
   protected pauseUpstream(): void {
     this.upstream?.ep.pause();
+    if (this.h2Reading) this.h2up?.pause();
   }
 
   protected resumeUpstream(): void {
     this.upstream?.ep.resume();
+    if (this.h2Reading) this.h2up?.resume();
   }
 
   /** A new request arrived (flow.request holds its head; reqDecoder, reqFraming, expectContinue are set): run it. */
@@ -147,6 +159,8 @@ export abstract class Exchange implements UpstreamOwner {
     this.resBytes = 0;
     this.resParts = [];
     this.resPartsSize = 0;
+    this.resTrailers = null;
+    this.upstreamEnded = false;
     this.reqState = "hooks";
     this.after(this.ctx.pipeline.run("requestHeaders", flow), () => this.afterRequestHeaders(flow));
   }
@@ -219,6 +233,7 @@ export abstract class Exchange implements UpstreamOwner {
       }
       return;
     }
+    if (this.h2up !== null) return this.requestBodyToH2(flow, this.h2up, data, done);
     // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
     const up = this.upstream!;
     up.touch();
@@ -255,6 +270,11 @@ export abstract class Exchange implements UpstreamOwner {
       servername: this.upstreamServername(r.host, r.port),
     };
     if (flow.websocket) target.websocket = true; // through a parent proxy it takes a CONNECT tunnel
+    else if (r.scheme === "https" && this.ctx.h2pool && this.ctx.h2pool.known(target) !== "http/1.1") return this.forwardH2(flow, target);
+    return this.forwardH1(flow, target);
+  }
+
+  protected forwardH1(flow: Flow, target: UpstreamTarget): void {
     const idle = this.ctx.pool.takeIdle(target);
     if (idle) return this.sendRequest(flow, idle);
     this.reqState = "connecting";
@@ -269,6 +289,186 @@ export abstract class Exchange implements UpstreamOwner {
         this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
       },
     );
+  }
+
+  // ------------------------------------------------------------------ upstream over HTTP/2
+
+  /**
+   * An https origin that picked (or may pick) h2 in ALPN: the request goes as a stream on the origin's pooled
+   * HTTP/2 session. An origin that picks http/1.1 is remembered and gets the HTTP/1 pool; one that cannot be
+   * reached is tried once more through the HTTP/1 pool, so the error a user sees is the same either way.
+   */
+  protected forwardH2(flow: Flow, target: UpstreamTarget): void {
+    const pool = this.ctx.h2pool!;
+    this.reqState = "connecting";
+    pool.session(target).then(
+      (session) => {
+        if (this.flow !== flow || this.mode === "closed") return;
+        if (session === null) return this.forwardH1(flow, target);
+        this.sendRequestH2(flow, session);
+      },
+      (e: UpstreamError) => {
+        if (this.flow !== flow || this.mode === "closed") return;
+        if (e.kind !== "timeout") return this.forwardH1(flow, target);
+        flow.error = e.message;
+        this.failWith502(flow, e.message, 504);
+      },
+    );
+  }
+
+  private sendRequestH2(flow: Flow, session: ClientHttp2Session): void {
+    const r = flow.request;
+    const body = r.body;
+    let fields: HeaderList;
+    let opened;
+    try {
+      fields = h1RequestToH2({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
+      if (body !== null) {
+        // buffered (possibly rewritten) body: its real length
+        fields = fields.filter(([k]) => k !== "content-length" && k !== "expect");
+        if (body.length > 0 || methodHasBody(r.method)) fields.push(["content-length", String(body.length)]);
+      }
+      opened = this.ctx.h2pool!.openStream(session, fields, body === null && this.reqDecoder === null);
+    } catch (e) {
+      flow.error = `cannot send the request over HTTP/2: ${(e as Error).message}`;
+      return this.failWith502(flow, flow.error);
+    }
+    const stream = opened.stream;
+    this.h2up = stream;
+    this.h2Reading = false;
+    this.upstreamEnded = false;
+    const timing = flow.capture ? flow.timing : null;
+    if (timing) {
+      timing.send = performance.now();
+      const info = h2ConnInfo(session);
+      timing.conn = info;
+      timing.reused = info.streams++ > 0;
+    }
+    flow.extra.upstream_h2_stream_id = stream.id ?? null;
+    this.resState = "head";
+    this.resBuf = EMPTY;
+    const idleSec = this.ctx.pool.opts.idleTimeoutSec;
+    if (idleSec > 0) {
+      // no response head within the upstream idle timeout: 504 (as an HTTP/1 upstream that stays silent)
+      const timer = setTimeout(() => this.onH2Failed(flow, stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`)), idleSec * 1000);
+      stream.once("response", () => clearTimeout(timer));
+      stream.once("close", () => clearTimeout(timer));
+    }
+    if (body !== null) {
+      if (flow.capture) flow.reqBody.add(body);
+      stream.end(body);
+      this.reqState = "done";
+      if (timing) timing.sent = performance.now();
+    } else if (this.reqDecoder) {
+      this.reqState = "stream";
+      this.feedHeldRequestBody(false);
+    } else {
+      this.reqState = "done";
+      if (timing) timing.sent = performance.now();
+    }
+    opened.response.then(
+      (res) => this.onH2Response(flow, stream, res),
+      (e: UpstreamError) => this.onH2Failed(flow, stream, e),
+    );
+    opened.trailers.then(
+      (t) => this.onH2End(flow, stream, t),
+      (e: UpstreamError) => this.onH2Failed(flow, stream, e),
+    );
+    this.resumeClient();
+  }
+
+  /** Request body pieces to the upstream's HTTP/2 stream, with its backpressure. */
+  private requestBodyToH2(flow: Flow, stream: ClientHttp2Stream, data: Uint8Array[], done: boolean): void {
+    let ok = true;
+    for (const p of data) {
+      if (flow.capture) flow.reqBody.add(p);
+      this.reqBodyBytesSent += p.length;
+      ok = stream.write(p) && ok;
+    }
+    if (done) {
+      stream.end();
+      this.reqDecoder = null;
+      this.reqState = "done";
+      if (flow.capture) flow.timing.sent = performance.now();
+      this.maybeFinish();
+    } else if (!ok) {
+      this.pauseClient();
+      stream.once("drain", () => this.resumeClient());
+    }
+  }
+
+  private onH2Response(flow: Flow, stream: ClientHttp2Stream, res: H2Response): void {
+    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+    if (flow.capture) flow.timing.firstByte ||= performance.now();
+    const status = res.status;
+    flow.response = { status, reason: statusReason(status), version: "HTTP/2", headers: res.headers, body: null };
+    flow.resRaw = null;
+    this.resHead = null;
+    this.resDecoder = null;
+    // a response that ended with its head (a gRPC trailers-only answer, say) has no body either
+    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || (stream as { endAfterHeaders?: boolean }).endAfterHeaders === true;
+    const cl = noBody ? undefined : getHeader(res.headers, "content-length");
+    // a known length frames the body for HTTP/1 clients; the body ends when the stream does either way
+    this.resFraming = noBody ? { kind: "none" } : cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? { kind: "length", length: Number(cl.trim()) } : { kind: "close" };
+    this.resState = "hooks";
+    stream.on("data", (d: Uint8Array) => this.onUpstreamData(d));
+    this.h2Reading = true;
+    this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
+  }
+
+  /** The origin's stream ended (with these trailers): the response is complete once its body went out. */
+  private onH2End(flow: Flow, stream: ClientHttp2Stream, trailers: HeaderList): void {
+    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+    // the stream closed with body bytes still buffered (read paused by hooks or a slow client): end after them
+    if (!stream.readableEnded && stream.readableLength > 0) return void stream.once("end", () => this.onH2End(flow, stream, trailers));
+    if (trailers.length) {
+      flow.extra.res_trailers = trailers;
+      this.resTrailers = trailers;
+    }
+    this.upstreamEnded = true;
+    this.h2BodyEnded(flow);
+  }
+
+  /** After the stream ended: complete the response, unless the hooks still hold it (afterResponseHeaders calls again). */
+  protected h2BodyEnded(flow: Flow): void {
+    if (!this.upstreamEnded || this.h2up === null) return;
+    if (this.resState === "body") {
+      this.h2up = null;
+      return this.responseComplete(flow);
+    }
+    if (this.resState === "collect") {
+      this.h2up = null;
+      return this.responseBodyCollected(flow);
+    }
+    if (this.resState === "done") this.h2up = null;
+  }
+
+  private onH2Failed(flow: Flow, stream: ClientHttp2Stream, e: UpstreamError): void {
+    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+    this.cancelH2();
+    if (this.resState === "done") return;
+    flow.error = e.message;
+    if (!this.resHeadSent) return this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
+    this.finishFailed(flow);
+    this.destroy();
+  }
+
+  /** Lets go of the upstream connection or stream of this exchange (the exchange is abandoned). */
+  protected dropUpstream(): void {
+    if (this.upstream) {
+      this.upstream.pool.drop(this.upstream);
+      this.upstream = null;
+    }
+    this.cancelH2();
+  }
+
+  /** Drops the origin's HTTP/2 stream of this exchange (RST_STREAM CANCEL if it is still open). */
+  protected cancelH2(): void {
+    const s = this.h2up;
+    if (s === null) return;
+    this.h2up = null;
+    this.h2Reading = false;
+    if (!s.closed && !s.destroyed) s.close(NGHTTP2_CANCEL);
   }
 
   protected sendRequest(flow: Flow, conn: UpstreamConn): void {
@@ -473,6 +673,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.resumeUpstream();
     if (b.length) this.pushResponseBody(flow, b);
     else if (this.resState === "collect" && this.resFraming.kind === "length" && this.resFraming.length === 0) this.responseBodyCollected(flow);
+    if (this.upstreamEnded && this.flow === flow) this.h2BodyEnded(flow);
     this.uncorkClient();
   }
 
@@ -615,6 +816,7 @@ export abstract class Exchange implements UpstreamOwner {
   /** The response was fully sent: run the response hooks (if not run yet), recycle connections, go on. */
   protected endExchange(flow: Flow, runResponseHooks: boolean): void {
     flow.durationMs ||= Math.round(performance.now() - flow.t0);
+    if (this.h2up !== null) this.cancelH2(); // the response ended before the origin's stream did
     const up = this.upstream;
     this.upstream = null;
     if (up) {
@@ -696,6 +898,7 @@ export abstract class Exchange implements UpstreamOwner {
 
   /** Upstream failed before any response byte reached the client: answer 502 (504 for a timeout) naming the cause, record it. */
   protected failWith502(flow: Flow, why: string, status: 502 | 504 = 502): void {
+    this.cancelH2();
     if (this.upstream) {
       this.upstream.pool.drop(this.upstream);
       this.upstream = null;
@@ -724,10 +927,32 @@ export abstract class Exchange implements UpstreamOwner {
 
   /** The flow failed after the client got (part of) a response, or the client left: record, no answer. */
   protected finishFailed(flow: Flow): void {
+    this.cancelH2();
     flow.durationMs = Math.round(performance.now() - flow.t0);
     const r = this.ctx.pipeline.run("error", flow);
     if (r) r.catch(() => {});
   }
+}
+
+const NGHTTP2_CANCEL = h2constants.NGHTTP2_CANCEL;
+
+/** What HAR timings show of an origin's HTTP/2 connection (one per session: its streams share it). */
+interface H2ConnInfo {
+  readonly id: number;
+  readonly remoteAddr: string;
+  readonly connectMs: number;
+  readonly sslMs: number;
+  streams: number;
+}
+const h2Conns = new WeakMap<ClientHttp2Session, H2ConnInfo>();
+let nextH2ConnId = 1_000_000_000;
+function h2ConnInfo(session: ClientHttp2Session): H2ConnInfo {
+  let c = h2Conns.get(session);
+  if (!c) {
+    c = { id: nextH2ConnId++, remoteAddr: (session.socket as { remoteAddress?: string } | undefined)?.remoteAddress ?? "", connectMs: -1, sslMs: -1, streams: 0 };
+    h2Conns.set(session, c);
+  }
+  return c;
 }
 
 function methodHasBody(method: string): boolean {

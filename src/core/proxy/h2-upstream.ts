@@ -112,7 +112,7 @@ export class H2UpstreamPool {
         checkServerIdentity: this.opts.rejectUnauthorized ? (_h, cert) => tls.checkServerIdentity(servername, cert) : () => undefined,
         ...(this.opts.ca ? { ca: this.opts.ca } : {}),
       });
-      const timer = setTimeout(() => fail(new UpstreamError("timeout", `connect to ${t.host}:${t.port} timed out after ${this.opts.connectTimeoutMs} ms`)), this.opts.connectTimeoutMs);
+      const timer = setTimeout(() => fail(new UpstreamError("timeout", `connect to ${t.host}:${t.port} timed out after ${this.opts.connectTimeoutMs / 1000} s`)), this.opts.connectTimeoutMs);
       const fail = (e: UpstreamError) => {
         if (settled) return;
         settled = true;
@@ -156,7 +156,19 @@ export class H2UpstreamPool {
    * stream before answering.
    */
   async request(session: ClientHttp2Session, fields: HeaderList, body: Uint8Array | AsyncIterable<Uint8Array> | null, signal?: AbortSignal): Promise<H2Response> {
-    const stream = session.request(headerObject(fields), { endStream: body === null, signal } as http2.ClientSessionRequestOptions);
+    const o = this.openStream(session, fields, body === null, signal);
+    if (body instanceof Uint8Array) o.stream.end(body);
+    else if (body !== null) void pump(o.stream, body);
+    return o.response;
+  }
+
+  /**
+   * Opens one stream on the origin's session and leaves the request body to the caller (`endStream`: there is
+   * none). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
+   * (synchronously) when the session cannot open a stream any more.
+   */
+  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
+    const stream = session.request(headerObject(fields), { endStream, signal } as http2.ClientSessionRequestOptions);
     stream.on("error", () => {}); // a stream error is reported by the promises below, however often it is emitted
     const trailers = new Promise<HeaderList>((resolve, reject) => {
       let got: HeaderList = [];
@@ -165,13 +177,13 @@ export class H2UpstreamPool {
       stream.once("error", (e) => reject(new UpstreamError("reset", `HTTP/2 stream failed: ${e.message}`)));
     });
     trailers.catch(() => {}); // the caller may not wait for them
-    if (body instanceof Uint8Array) stream.end(body);
-    else if (body !== null) void pump(stream, body);
-    return new Promise((resolve, reject) => {
+    const response = new Promise<H2Response>((resolve, reject) => {
       stream.once("response", (h) => resolve({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers }));
       stream.once("error", (e) => reject(new UpstreamError("reset", `HTTP/2 stream failed before the response: ${e.message}`)));
       stream.once("close", () => reject(new UpstreamError("closed", "the HTTP/2 stream closed before a response")));
     });
+    response.catch(() => {});
+    return { stream, response, trailers };
   }
 
   close(): void {

@@ -11,9 +11,11 @@ import type { ProxyContext, WebSocketTap } from "./context.ts";
 import { concatBytes, Endpoint } from "./endpoint.ts";
 import { CONNECT_OK, openTunnel, type Tunnel } from "./tunnel.ts";
 import { EMPTY, Exchange, writeChunk, type BodyDecoder } from "./exchange.ts";
+import { H2PriorKnowledgeRefusal, H2Session, startsWithH2Preface } from "./h2-session.ts";
 
-/** ALPN protocol list in wire format: only HTTP/1.1 is offered to clients. */
+/** ALPN protocol lists in wire format offered to clients: HTTP/1.1 only, or h2 first (see h2-session.ts). */
 const ALPN_HTTP11 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")]);
+const ALPN_H2_HTTP11 = new Uint8Array([2, ...new TextEncoder().encode("h2"), 8, ...new TextEncoder().encode("http/1.1")]);
 const CONTINUE_100 = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
 /** Bytes of a pipelined next request we hold (unparsed) while the current exchange runs, before pausing the client. */
 const MAX_HELD = 256 * 1024;
@@ -252,6 +254,7 @@ export class HttpSession extends Exchange {
 
   /** A malformed request: answer 400 (or the parser's status) to this client only and close. */
   private refuse(e: unknown): void {
+    if (startsWithH2Preface(this.buf)) return this.refusePriorKnowledge();
     const status = e instanceof HttpParseError ? e.status : 400;
     const msg = e instanceof Error ? e.message : String(e);
     this.flow = null;
@@ -555,6 +558,18 @@ export class HttpSession extends Exchange {
     }
   }
 
+  /** HTTP/2 with prior knowledge (the connection preface) on the proxy port: refused in HTTP/2 (see h2-session.ts). */
+  private refusePriorKnowledge(): void {
+    const bytes = this.buf;
+    this.flow = null;
+    this.reqState = "done";
+    this.buf = EMPTY;
+    this.clearHeadDeadline();
+    this.mode = "closed";
+    this.ctx.sessions.delete(this);
+    new H2PriorKnowledgeRefusal(this.ctx, this.ep.socket as Socket<unknown>, bytes);
+  }
+
   // ------------------------------------------------------------------ CONNECT
 
   private connectHost = "";
@@ -606,12 +621,17 @@ export class HttpSession extends Exchange {
       const client = this.client;
       raw.upgradeTLS({
         data: undefined as unknown as HttpSession,
-        tls: { cert: leaf.cert, key: leaf.key, ALPNProtocols: ALPN_HTTP11 },
+        tls: { cert: leaf.cert, key: leaf.key, ALPNProtocols: ctx.http2 === false ? ALPN_HTTP11 : ALPN_H2_HTTP11 },
         initialData: bytes,
         socket: {
           ...clientSocketHandlers,
           open(s: Socket<HttpSession>) {
             new HttpSession(ctx, s, client, target);
+          },
+          handshake(s: Socket<HttpSession>, success: boolean) {
+            if (!success) return s.data?.onClientClose();
+            // the client picked h2: the connection becomes an HTTP/2 session (no byte was read as HTTP/1 yet)
+            if ((s as unknown as { alpnProtocol: string | false | null }).alpnProtocol === "h2") s.data?.handOverToH2(s);
           },
         },
       } as unknown as Parameters<typeof raw.upgradeTLS>[0]);
@@ -626,6 +646,15 @@ export class HttpSession extends Exchange {
     this.headBytes = bytes.length > 0;
     this.armHeadDeadline();
     this.parseNext();
+  }
+
+  /** Right after the TLS handshake inside a CONNECT, the client chose h2 in ALPN: an H2Session takes the socket. */
+  handOverToH2(s: Socket<HttpSession>): void {
+    if (this.mode !== "http" || this.reqState !== "idle" || this.buf.length > 0 || !this.target) return;
+    this.clearHeadDeadline();
+    this.mode = "closed";
+    this.ctx.sessions.delete(this);
+    new H2Session(this.ctx, s as unknown as Socket<unknown>, this.client, this.target);
   }
 
   // ------------------------------------------------------------------ WebSocket

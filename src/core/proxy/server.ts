@@ -60,5 +60,6 @@ export class ProxyServer {
     for (const s of [...this.ctx.sessions]) s.destroy();
     this.ctx.sessions.clear();
     this.ctx.pool.closeAll();
+    this.ctx.h2pool?.close();
   }
 }

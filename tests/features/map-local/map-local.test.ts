@@ -318,7 +318,7 @@ describe("Map Local through the proxy", () => {
 
   test("HTTPS (intercepted, curl --cacert): the inline rule answers inside the tunnel", async () => {
     await addRule({ id: "tls", url_pattern: "https://secure.example.test/api/*", method: "GET", inline_body: '{"ok":true}', inline_format: "application/json", status_code: 200 });
-    const r = await via("https://secure.example.test/api/v1/thing?q=1");
+    const r = await via("https://secure.example.test/api/v1/thing?q=1", ["--http1.1"]);
     expect(r.code).toBe(0);
     expect(r.statusLine).toBe("HTTP/1.1 200 OK");
     expect(r.header("content-type")).toBe("application/json");
