@@ -155,6 +155,8 @@ export class CaptureStore {
   private readerSeq = 0;
   private readonly readerPending = new Map<number, ReadInFlight>();
   private readerRestarts = 0;
+  /** Settles once the reader Worker is ready (or known unavailable). */
+  private readerStarting: Promise<void> = Promise.resolve();
 
   private worker: Worker | null = null;
   private workerRefd = false;
@@ -212,6 +214,8 @@ export class CaptureStore {
   /** Opens (creating or recovering) the database at dbPath; ":memory:" is a temporary file removed at close. */
   static async open(dbPath: string, opts: CaptureStoreOptions = {}): Promise<CaptureStore> {
     const s = new CaptureStore(dbPath, opts);
+    // the reader Worker boots while the writer opens the database (it opens its connections after)
+    const readerBoot = s.bootReader();
     try {
       const opened = await s.startWriter();
       s.nextId = opened.nextId;
@@ -227,11 +231,13 @@ export class CaptureStore {
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader, "reader");
       s.reader = reader;
-      await s.startReader();
+      // not waited for: start-up does not wait for a second worker; queries run here until it is ready
+      s.readerStarting = s.startReader(readerBoot);
       s.openWal();
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
+      readerBoot?.terminate();
       if (s.tempDir) rmSync(s.tempDir, { recursive: true, force: true });
       throw e;
     }
@@ -293,14 +299,18 @@ export class CaptureStore {
    * Starts the reader Worker and waits until its connections are open. If it cannot start, queries run on this
    * thread (the same code): slower for the proxy, never wrong.
    */
-  private startReader(): Promise<void> {
-    let w: Worker;
+  private bootReader(): Worker | null {
     try {
-      w = new Worker(READER_URL);
+      return new Worker(READER_URL);
     } catch (e) {
       console.error(`capture store: no reader worker (${(e as Error).message}); queries run on the main thread`);
-      return Promise.resolve();
+      return null;
     }
+  }
+
+  private startReader(booted: Worker | null = this.bootReader()): Promise<void> {
+    const w = booted;
+    if (!w) return Promise.resolve();
     return new Promise<void>((resolve) => {
       let opened = false;
       w.addEventListener("close", () => {
@@ -315,6 +325,7 @@ export class CaptureStore {
         if (m.t === "opened") {
           opened = true;
           if (m.ok) {
+            // (if the store is closing meanwhile, stopReader, which waits for this, ends it)
             this.readerWorker = w;
             w.unref();
           } else {
@@ -358,6 +369,7 @@ export class CaptureStore {
 
   /** Ends the reader Worker after the queries it was given (its connections closed first). */
   private async stopReader(): Promise<void> {
+    await this.readerStarting;
     const w = this.readerWorker;
     if (!w) return;
     this.readerWorker = null;
@@ -924,6 +936,11 @@ export class CaptureStore {
   /** Test hook: ends the reader Worker (as asked, not a crash): queries run on this thread from then on. */
   stopReaderForTest(): Promise<void> {
     return this.stopReader();
+  }
+
+  /** Resolves once the reader Worker is ready (or known unavailable: queries then run on this thread). */
+  whenReaderReady(): Promise<void> {
+    return this.readerStarting;
   }
 
   /** True while queries run in the reader Worker (capture-reader.ts), off this thread. */

@@ -39,6 +39,8 @@ test("list and search answer the same in the reader worker and on the main threa
   stores.push(s);
   for (let i = 1; i <= 3000; i++) s.add(entry(i));
   await s.flush();
+  // open() does not wait for the reader worker (queries run on the main thread until it is ready)
+  await s.whenReaderReady();
   expect(s.readsOffThread).toBe(true);
   const inWorker = [];
   for (const q of QUERIES) inWorker.push(await s.list(q));
