@@ -44,14 +44,14 @@ interface DetailRow extends SummaryRow {
   res_z: number | null;
 }
 
-/** A stored body's text that SQL cannot read (compressed): checked here. */
-interface BodyRow {
-  req_body: string | Uint8Array | null;
-  req_encoding: string;
-  req_z: number;
-  res_body: string | Uint8Array | null;
-  res_encoding: string;
-  res_z: number;
+/** A search candidate: decided by SQL (ok), or with the compressed text bodies SQL cannot read, checked here. */
+interface UndecidedRow {
+  id: number;
+  ok: number;
+  rq: Uint8Array | null;
+  rqz: number | null;
+  rs: Uint8Array | null;
+  rsz: number | null;
 }
 
 /** A search's substring check, split between SQL (url and uncompressed bodies) and JavaScript (compressed ones). */
@@ -63,9 +63,6 @@ interface SearchCheck {
   needle: string;
 }
 
-/** An entry with a compressed text body: the SQL check cannot tell. */
-const UNDECIDED = `EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND
-  ((b.req_z <> 0 AND b.req_encoding = 'utf8') OR (b.res_z <> 0 AND b.res_encoding = 'utf8')))`;
 
 
 const RESERVED_DETAIL_KEYS = new Set([
@@ -249,33 +246,26 @@ export class CaptureQuery {
    * (URL, uncompressed bodies); those SQL cannot decide (compressed text bodies) are decompressed and checked here.
    */
   searchIds(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string): number[] {
-    const sql = `SELECT id, ok FROM (SELECT id, ${w.check.sql} AS ok, ${UNDECIDED} AS u FROM entries ${w.sql})
-      WHERE ok OR u ORDER BY id ${dir}`;
+    // the check is computed once per candidate (MATERIALIZED: not copied into the outer query's expressions); the
+    // compressed text bodies of those it cannot decide come with the same row, streamed, one body row read each
+    const sql = `WITH x AS MATERIALIZED (SELECT id, ${w.check.sql} AS ok FROM entries ${w.sql})
+      SELECT x.id AS id, x.ok AS ok,
+        CASE WHEN x.ok THEN NULL WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
+        CASE WHEN x.ok THEN NULL WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
+      FROM x LEFT JOIN bodies b ON b.id = x.id
+      WHERE x.ok OR (b.req_z <> 0 AND b.req_encoding = 'utf8') OR (b.res_z <> 0 AND b.res_encoding = 'utf8')
+      ORDER BY x.id ${dir}`;
     const st = w.volatile ? db.prepare(sql) : db.query(sql);
-    let rows: [number, number][];
-    try {
-      // parameters bind in the order they appear: the check's (select list) come before the filters' (WHERE)
-      rows = st.values(...w.check.params, ...w.params) as [number, number][];
-    } finally {
-      if (w.volatile) st.finalize();
-    }
-    const bodyOf = db.query("SELECT req_body, req_encoding, req_z, res_body, res_encoding, res_z FROM bodies WHERE id = ?");
     const ids: number[] = [];
     const holds = bodyFinder(w.check.needle);
-    for (const [id, ok] of rows) {
-      if (ok) {
-        ids.push(id);
-        continue;
+    try {
+      // parameters bind in the order they appear: the check's (select list) come before the filters' (WHERE)
+      for (const r of st.iterate(...w.check.params, ...w.params) as IterableIterator<UndecidedRow>) {
+        // uncompressed ones were checked by SQL already; base64 (binary) bodies are never searched
+        if (r.ok || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz))) ids.push(r.id);
       }
-      const b = bodyOf.get(id) as BodyRow | null;
-      if (!b) continue;
-      // uncompressed ones were checked by SQL already; base64 (binary) bodies are never searched
-      if (
-        (b.req_z !== 0 && b.req_encoding === "utf8" && holds(b.req_body, b.req_z)) ||
-        (b.res_z !== 0 && b.res_encoding === "utf8" && holds(b.res_body, b.res_z))
-      ) {
-        ids.push(id);
-      }
+    } finally {
+      if (w.volatile) st.finalize();
     }
     return ids;
   }
