@@ -18,6 +18,9 @@
  * - Ids: increasing, never reused, also across clear() and crashes: `meta.id_ceiling` is kept ahead of every id
  *   the main thread can have handed out (it reserves `idReserve` ids ahead at each write); close() writes it exactly.
  * - WAL + synchronous=NORMAL: every committed batch survives kill -9.
+ * - Damage: an open reads the header, the schema and each table's first and last pages only (start-up does not
+ *   grow with the store); probeStep reads the rest after open, a step at a time; checkAll reads the whole file on
+ *   demand. Damage found at open or later takes one path: the file is moved aside, what can be read is salvaged.
  */
 import { Database } from "bun:sqlite";
 import { chmodSync, closeSync, copyFileSync, existsSync, openSync, renameSync, rmSync, statSync } from "node:fs";

@@ -6,11 +6,15 @@
  *   flushIntervalMs, or at once when maxPending are queued, as a small message naming their run of the ring.
  *   Every write (body decoding, inserts, eviction, delete, clear, search indexing) happens in the worker, in the
  *   order posted; schema and write rules are in capture-db.ts.
- * - Reads (list, get) run here, on a read-only connection of their own (WAL: they never wait for the writer),
- *   after the worker has acknowledged every entry added before the call: a client that got its response finds
- *   its entry in the next API call.
+ * - Reads run after the writer has acknowledged every entry added before the call (a client that got its
+ *   response finds its entry in the next API call), on read-only connections (WAL: they never wait for the
+ *   writer): list, search and export pages in the reader Worker (capture-reader.ts, the SQL is capture-query.ts),
+ *   so that a long one never stalls the proxy; get(id), one row, here. Without the reader Worker (it could not
+ *   start, or died twice) the same code runs here.
  * - Search uses the FTS index for ids up to meta.fts_indexed_upto and checks the later ones directly, in one read
  *   transaction: exact whatever the indexing backlog.
+ * - A damaged database met while running (the writer's background probe, a failed write, a read's corruption
+ *   error) is moved aside and salvaged by the writer, as at open; the readers then open the new file.
  * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
  *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
  * - Durability: every entry is also appended, as it is added, to a write-ahead file of the main thread
