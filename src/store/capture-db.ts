@@ -366,7 +366,11 @@ export class CaptureWriter {
       this.init(db);
       // bounded: the header and schema (init), and the first and last pages of each table (one seek each); the
       // rest is read in the background after open (probeStep), so start-up does not grow with the store
-      for (const t of ENTRY_TABLES) db.query(`SELECT MIN(id) AS lo, MAX(id) AS hi FROM ${t} NOT INDEXED`).get();
+      // (each a seek on the table's own b-tree: MIN and MAX in one query would scan it)
+      for (const t of ENTRY_TABLES) {
+        db.query(`SELECT id FROM ${t} NOT INDEXED ORDER BY id ASC LIMIT 1`).get();
+        db.query(`SELECT id FROM ${t} NOT INDEXED ORDER BY id DESC LIMIT 1`).get();
+      }
     } catch (e) {
       const corrupt = isCorruptionError(e);
       const movedTo = `${dbPath}.corrupt-${Date.now()}`;
