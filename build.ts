@@ -68,6 +68,7 @@ for (const t of wanted) {
     entrypoints: [
       join(import.meta.dir, "src/cli/main.ts"),
       join(import.meta.dir, "src/store/capture-writer.ts"),
+      join(import.meta.dir, "src/store/capture-reader.ts"),
       join(import.meta.dir, "src/features/scripts/engine/script-worker.ts"),
     ],
     naming: { entry: "[name].[ext]" },

@@ -73,6 +73,8 @@ export function bodyFinder(needle: string): (value: string | Uint8Array | null, 
   const asTyped = Buffer.from(needle, "utf8");
   const lowered = Buffer.from(asciiLower(needle), "utf8");
   const hasLetters = /[a-zA-Z]/.test(needle);
+  const asciiNeedle = /^[\x00-\x7f]*$/.test(needle);
+  const loweredText = needle.toLowerCase();
   return (value, z) => {
     if (value === null) return false;
     if (typeof value === "string") return asciiLower(value).includes(asciiLower(needle));
@@ -80,6 +82,11 @@ export function bodyFinder(needle: string): (value: string | Uint8Array | null, 
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     // most hits have the case the user typed: found without lower-casing the body
     if (buf.indexOf(asTyped) >= 0) return true;
+    if (hasLetters && asciiNeedle) {
+      // an ASCII needle can only match ASCII bytes: the bytes read as Latin-1 and lower-cased natively (Latin-1's
+      // other letters stay outside ASCII) give the same answer as ASCII folding, several times faster than a loop
+      return buf.toString("latin1").toLowerCase().includes(loweredText);
+    }
     if (hasLetters) {
       // a fresh buffer when decompressed; a stored one is copied first (never changed in place)
       const b = z === Z_ZSTD ? buf : Buffer.from(buf);

@@ -18,6 +18,9 @@
  * - Ids: increasing, never reused, also across clear() and crashes: `meta.id_ceiling` is kept ahead of every id
  *   the main thread can have handed out (it reserves `idReserve` ids ahead at each write); close() writes it exactly.
  * - WAL + synchronous=NORMAL: every committed batch survives kill -9.
+ * - Damage: an open reads the header, the schema and each table's first and last pages only (start-up does not
+ *   grow with the store); probeStep reads the rest after open, a step at a time; checkAll reads the whole file on
+ *   demand. Damage found at open or later takes one path: the file is moved aside, what can be read is salvaged.
  */
 import { Database } from "bun:sqlite";
 import { chmodSync, closeSync, copyFileSync, existsSync, openSync, renameSync, rmSync, statSync } from "node:fs";
@@ -175,7 +178,7 @@ export function salvageInto(from: string, to: Database): { saved: number; lost: 
   return { saved, lost };
 }
 
-function isCorruptionError(e: unknown): boolean {
+export function isCorruptionError(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT";
 }
@@ -303,19 +306,20 @@ export interface WriterOptions {
 
 export class CaptureWriter {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
-  readonly recoveredFrom: string | null = null;
+  recoveredFrom: string | null = null;
   /** After a corrupt file was moved aside: entries read back from it into the new one, and ids that could not be read. */
-  readonly salvage: { saved: number; lost: number } | null = null;
+  salvage: { saved: number; lost: number } | null = null;
   /** The database file existed but was empty (0 bytes): the capture starts empty, and the caller says so. */
-  readonly wasEmpty: boolean = false;
-  readonly db: Database;
+  wasEmpty = false;
+  db: Database;
   hasFts = false;
+  private readonly path: string;
   /** Rows in the entries table (kept in memory so count and eviction need no COUNT(*)). */
   stored = 0;
   /** Highest id ever written (or handed out before this open). */
   maxId = 0;
   /** The next id to hand out, as known from the database at open (and the journal: raiseNextId). */
-  nextId: number;
+  nextId = 0;
   private readonly idReserve: number;
   indexedUpto = 0;
   /** Every journal record with ids up to this one is in the tables (or was dropped): meta.journal_upto. */
@@ -331,28 +335,42 @@ export class CaptureWriter {
   readonly stats = { batches: 0, batchMsTotal: 0, batchMsMax: 0, indexSteps: 0, indexedRows: 0, indexMsTotal: 0, indexMsMax: 0, evictions: 0 };
 
   constructor(dbPath: string, opts: WriterOptions) {
+    this.path = dbPath;
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries));
     this.maxStoreBytes = Math.max(1024 * 1024, Math.floor(opts.maxStoreBytes ?? Number.MAX_SAFE_INTEGER));
     this.genSize = Math.max(MIN_GEN_SIZE, Math.ceil(this.maxEntries / GENERATIONS));
+    this.idReserve = Math.max(0, opts.idReserve);
+    this.db = this.openDb(false, opts.assigned);
+  }
+
+  /**
+   * Opens the database: at start-up (corrupt false: a file whose header, schema or first and last pages cannot be
+   * read is moved aside), or, corrupt true, after damage was found while running (probeStep, a failed write, a
+   * reader's error): the file is moved aside at once and what can be read is salvaged into a new one.
+   */
+  private openDb(corrupt: boolean, assigned: number): Database {
+    const dbPath = this.path;
     let db: Database | null = null;
     // every captured cookie and token lives here: owner-only, the -wal and -shm files too (SQLite gives them
     // the main file's mode); a file an older version left 0644 is narrowed
     try {
-      if (existsSync(dbPath)) this.wasEmpty = statSync(dbPath).size === 0;
+      if (existsSync(dbPath)) this.wasEmpty = !corrupt && statSync(dbPath).size === 0;
       else closeSync(openSync(dbPath, "a", 0o600));
       for (const suffix of ["", "-wal", "-shm"]) if (existsSync(dbPath + suffix)) chmodSync(dbPath + suffix, 0o600);
     } catch {
       // not ours to change: SQLite reports what it cannot open
     }
     try {
+      if (corrupt) throw Object.assign(new Error("damaged database"), { code: "SQLITE_CORRUPT" });
       db = new Database(dbPath, { create: true, strict: true });
       this.init(db);
-      // the first reads touch the tables' pages: a damaged one shows here, while the file can still be moved aside
-      // (NOT INDEXED: a count would otherwise read the smallest index, not the table). These scans grow with the
-      // store: the price of salvaging at open rather than failing later (#21 over #20's no-scan start-up)
-      db.query("SELECT MAX(id) AS m, COUNT(*) AS c FROM entries NOT INDEXED").get();
-      db.query("SELECT COUNT(*) AS c FROM details").get();
-      db.query("SELECT COUNT(*) AS c FROM bodies").get();
+      // bounded: the header and schema (init), and the first and last pages of each table (one seek each); the
+      // rest is read in the background after open (probeStep), so start-up does not grow with the store
+      // (each a seek on the table's own b-tree: MIN and MAX in one query would scan it)
+      for (const t of ENTRY_TABLES) {
+        db.query(`SELECT id FROM ${t} NOT INDEXED ORDER BY id ASC LIMIT 1`).get();
+        db.query(`SELECT id FROM ${t} NOT INDEXED ORDER BY id DESC LIMIT 1`).get();
+      }
     } catch (e) {
       const corrupt = isCorruptionError(e);
       const movedTo = `${dbPath}.corrupt-${Date.now()}`;
@@ -367,6 +385,8 @@ export class CaptureWriter {
       renameSync(dbPath, movedTo);
       for (const suffix of ["-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });
       this.recoveredFrom = movedTo;
+      this.hasFts = false;
+      this.gens = [];
       closeSync(openSync(dbPath, "a", 0o600));
       db = new Database(dbPath, { create: true, strict: true });
       this.init(db);
@@ -383,13 +403,74 @@ export class CaptureWriter {
     // MAX(id) is one seek; the count is kept in meta (no scan that grows with the store)
     const maxRow = db.query("SELECT MAX(id) AS m FROM entries").get() as { m: number | null };
     const ceil = this.meta("id_ceiling") ?? 0;
-    this.nextId = Math.max(maxRow.m ?? 0, ceil, opts.assigned) + 1;
+    // while running (corrupt): ids already handed out stay taken, and the journal's progress is kept
+    const before = { nextId: this.nextId ?? 0, maxId: this.maxId, journalUpto: this.journalUpto, ceiling: this.ceiling };
+    this.ceiling = 0;
+    this.nextId = Math.max(maxRow.m ?? 0, ceil, assigned, before.nextId - 1) + 1;
     this.stored = this.meta("entry_count") ?? 0;
-    this.maxId = Math.max(maxRow.m ?? 0, opts.assigned);
-    this.journalUpto = this.meta("journal_upto") ?? 0;
-    this.idReserve = Math.max(0, opts.idReserve);
-    this.writeCeiling(this.nextId - 1 + this.idReserve);
+    this.maxId = Math.max(maxRow.m ?? 0, assigned, before.maxId);
+    this.journalUpto = Math.max(this.meta("journal_upto") ?? 0, before.journalUpto);
+    if (this.journalUpto > 0) this.setMeta("journal_upto", this.journalUpto);
+    this.writeCeiling(Math.max(this.nextId - 1 + this.idReserve, before.ceiling));
     this.writeCount();
+    this.probedUpto = 0;
+    return db;
+  }
+
+  /**
+   * Damage was found while running: the file is moved aside and what can be read is salvaged into a new one
+   * (as at open). The caller tells the readers to open the new file.
+   */
+  recover(): void {
+    try {
+      this.db.close();
+    } catch {
+      // unusable already
+    }
+    this.recoveredFrom = null;
+    this.salvage = null;
+    this.db = this.openDb(true, 0);
+  }
+
+  /**
+   * Reads the whole file on a connection of its own (no page cached by this one can hide damage): SQLite's
+   * quick_check (every page, overflow pages included) and each table. Throws a corruption error when damage shows.
+   * O(size of the store): only on demand (a reader met an error that says the file is damaged, or a test asks).
+   */
+  checkAll(): void {
+    const c = new Database(this.path, { readonly: true, strict: true });
+    try {
+      c.run("PRAGMA cache_size = -2048");
+      c.run("PRAGMA mmap_size = 0");
+      const r = c.query("PRAGMA quick_check(1)").values() as [string][];
+      if (r[0]?.[0] !== "ok") throw Object.assign(new Error(`quick_check: ${r[0]?.[0] ?? "no answer"}`), { code: "SQLITE_CORRUPT" });
+      for (const t of ENTRY_TABLES) c.query(`SELECT COUNT(*) AS c FROM ${t} NOT INDEXED WHERE id > 0`).get();
+    } finally {
+      c.close();
+    }
+    this.probedUpto = this.maxId;
+  }
+
+  /** The background probe has read every entry up to this id (in each table), without damage. */
+  probedUpto = 0;
+
+  /** True while some stored entry has not been read by the background probe since open. */
+  get probing(): boolean {
+    return this.probedUpto < this.maxId;
+  }
+
+  /**
+   * Reads the next ids of each table (entries, details, bodies: their pages), at most `ids` of them: damage shows
+   * as a corruption error, thrown (the caller recovers). Replaces the scans an open used to make (#21): start-up
+   * stays short however big the store, and a damaged page is still found soon after it (or at the first read
+   * that meets it). NOT INDEXED: the table's own pages, not an index that holds the same ids.
+   */
+  probeStep(ids: number): void {
+    if (!this.probing) return;
+    const lo = this.probedUpto;
+    const hi = Math.min(this.maxId, lo + ids);
+    for (const t of ENTRY_TABLES) this.db.query(`SELECT COUNT(*) AS c FROM ${t} NOT INDEXED WHERE id > ? AND id <= ?`).get(lo, hi);
+    this.probedUpto = hi;
   }
 
   /** Ids below n are taken (found in the journal): the next id handed out is at least n. */
@@ -637,6 +718,8 @@ export class CaptureWriter {
         this.insert(prepared, ceiling, journalUpto);
         written = prepared.length;
       } catch (err) {
+        // a damaged file is no entry's fault: the caller recovers, and the batch is written again
+        if (isCorruptionError(err)) throw err;
         if (prepared.length === 1) {
           failed++;
           error ??= err instanceof Error ? err.message : String(err);
@@ -647,6 +730,7 @@ export class CaptureWriter {
               this.insert([r], ceiling);
               written++;
             } catch (err1) {
+              if (isCorruptionError(err1)) throw err1;
               failed++;
               error ??= err1 instanceof Error ? err1.message : String(err1);
             }
@@ -885,6 +969,7 @@ export class CaptureWriter {
       indexing,
       generations: this.gens.length,
       usedBytes: this.usedBytes(),
+      probedUpto: this.probedUpto,
       ...this.stats,
     };
   }

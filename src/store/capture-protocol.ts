@@ -61,7 +61,12 @@ export type WriterRequest =
   | { t: "indexing"; seq: number; on: boolean }
   | { t: "close"; seq: number; ceiling: number }
   /** Write the journal's backlog into SQLite now (a reader waits for it); answered by progress replies. */
-  | { t: "hurry" };
+  | { t: "hurry" }
+  /**
+   * A reader met a damaged page (or a test asks): every table is read now (the rest of the background probe) and,
+   * if damage shows, the file is moved aside and salvaged (a "recovered" message, then the reply: value true).
+   */
+  | { t: "check"; seq: number };
 
 export interface OpenedReply {
   t: "opened";
@@ -111,7 +116,19 @@ export interface ProgressReply {
   readable: number;
 }
 
-export type WriterReply = OpenedReply | Reply | JournaledReply | ProgressReply;
+/**
+ * Damage was found while running: the file was moved aside (recoveredFrom) and what could be read was salvaged into
+ * a new one at the same path: readers must open it again.
+ */
+export interface RecoveredReply {
+  t: "recovered";
+  recoveredFrom: string | null;
+  salvage: { saved: number; lost: number } | null;
+  stored: number;
+  hasFts: boolean;
+}
+
+export type WriterReply = OpenedReply | Reply | JournaledReply | ProgressReply | RecoveredReply;
 
 /** What status() reports about the writer. */
 export interface WriterStatus {
@@ -139,4 +156,25 @@ export interface WriterStatus {
   usedBytes: number;
   /** Times the size bound made the writer evict. */
   evictions: number;
+  /** The background probe for damaged pages has read every entry up to this id since open. */
+  probedUpto: number;
 }
+
+// --- the reader Worker (capture-reader.ts) -----------------------------------------------------------------------
+
+/** Requests to the reader Worker: queries that can take long, run off the proxy's thread on connections of its own. */
+export type ReaderRequest =
+  | { t: "open"; path: string; hasFts: boolean }
+  /** After the writer moved a corrupt file aside: the connections are opened again on the new file. */
+  | { t: "reopen"; hasFts: boolean }
+  | { t: "list"; seq: number; q: import("./types.ts").ListQuery }
+  /** An export with a search: every matching id up to `upto`, oldest first. */
+  | { t: "search-ids"; seq: number; q: import("./types.ts").ListQuery; upto: number }
+  /** An export's next page without search (q.since_id: the cursor). */
+  | { t: "details-page"; seq: number; q: import("./types.ts").ListQuery; upto: number; n: number; skip: number }
+  | { t: "details-ids"; seq: number; ids: number[] }
+  | { t: "close"; seq: number };
+
+export type ReaderReply =
+  | { t: "opened"; ok: boolean; error?: string }
+  | { t: "reply"; seq: number; value?: unknown; error?: string; code?: string };

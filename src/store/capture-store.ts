@@ -6,11 +6,15 @@
  *   flushIntervalMs, or at once when maxPending are queued, as a small message naming their run of the ring.
  *   Every write (body decoding, inserts, eviction, delete, clear, search indexing) happens in the worker, in the
  *   order posted; schema and write rules are in capture-db.ts.
- * - Reads (list, get) run here, on a read-only connection of their own (WAL: they never wait for the writer),
- *   after the worker has acknowledged every entry added before the call: a client that got its response finds
- *   its entry in the next API call.
+ * - Reads run after the writer has acknowledged every entry added before the call (a client that got its
+ *   response finds its entry in the next API call), on read-only connections (WAL: they never wait for the
+ *   writer): list, search and export pages in the reader Worker (capture-reader.ts, the SQL is capture-query.ts),
+ *   so that a long one never stalls the proxy; get(id), one row, here. Without the reader Worker (it could not
+ *   start, or died twice) the same code runs here.
  * - Search uses the FTS index for ids up to meta.fts_indexed_upto and checks the later ones directly, in one read
  *   transaction: exact whatever the indexing backlog.
+ * - A damaged database met while running (the writer's background probe, a failed write, a read's corruption
+ *   error) is moved aside and salvaged by the writer, as at open; the readers then open the new file.
  * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
  *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
  * - Durability: every entry is also appended, as it is added, to a write-ahead file of the main thread
@@ -24,9 +28,9 @@ import { Database } from "bun:sqlite";
 import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bodyFinder, unpackForApi } from "./body-pack.ts";
-import { ftsTable, tuneConnection } from "./capture-db.ts";
-import type { WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
+import { tuneConnection } from "./capture-db.ts";
+import type { ReaderReply, ReaderRequest, WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
+import { CaptureQuery, EXPORT_PAGE, finiteOrUndefined } from "./capture-query.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
 import { recordHeader, WAL_FILES } from "./capture-journal.ts";
 
@@ -72,8 +76,7 @@ export interface CaptureStoreOptions {
 }
 
 export const DEFAULT_MAX_STORE_BYTES = 2 * 1024 ** 3;
-export const LIST_LIMIT_DEFAULT = 50;
-export const LIST_LIMIT_MAX = 500;
+export { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX } from "./capture-query.ts";
 
 /** Ids reserved ahead in meta.id_ceiling: a crash skips at most this many ids, and never reuses one. */
 const ID_RESERVE = 100_000;
@@ -83,59 +86,6 @@ const ID_RESERVE = 100_000;
  */
 const MAX_UNACKED_ENTRIES = 50_000;
 const MAX_UNACKED_BYTES = 256 * 1024 * 1024;
-
-/** Search strings shorter than this (in code points) cannot use the trigram index. */
-const TRIGRAM_MIN = 3;
-/** At most this many trigrams of a long search string are looked up in the index. */
-const MAX_QUERY_TRIGRAMS = 16;
-/** SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50,000 bytes. */
-const MAX_LIKE_PATTERN_BYTES = 40_000;
-
-type Param = string | number | null | Uint8Array;
-
-/** An entries row: the summary fields as SQLite returns them (booleans as 0/1, no optional fields). */
-type SummaryRow = Omit<EntrySummary, "has_response" | "error"> & { has_response: number; error: string | null; res_size?: number | null };
-
-interface DetailRow extends SummaryRow {
-  extra: string | null;
-  req_headers: string | null;
-  res_headers: string | null;
-  req_body: string | Uint8Array | null;
-  req_encoding: string | null;
-  req_size: number | null;
-  req_truncated: number | null;
-  req_decoded_from: string | null;
-  res_body: string | Uint8Array | null;
-  res_encoding: string | null;
-  res_size: number | null;
-  res_truncated: number | null;
-  res_decoded_from: string | null;
-  req_z: number | null;
-  res_z: number | null;
-}
-
-/** A stored body's text that SQL cannot read (compressed): checked here. */
-interface BodyRow {
-  req_body: string | Uint8Array | null;
-  req_encoding: string;
-  req_z: number;
-  res_body: string | Uint8Array | null;
-  res_encoding: string;
-  res_z: number;
-}
-
-/** A search's substring check, split between SQL (url and uncompressed bodies) and JavaScript (compressed ones). */
-interface SearchCheck {
-  /** True when the URL or an uncompressed text body holds the string (or the index alone decides). */
-  sql: string;
-  params: Param[];
-  /** The search string, for compressed bodies. */
-  needle: string;
-}
-
-/** An entry with a compressed text body: the SQL check cannot tell. */
-const UNDECIDED = `EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND
-  ((b.req_z <> 0 AND b.req_encoding = 'utf8') OR (b.res_z <> 0 AND b.res_encoding = 'utf8')))`;
 
 /** A batch posted to the writer and not acknowledged yet. */
 interface BatchInFlight {
@@ -166,34 +116,17 @@ interface OpInFlight {
 
 type InFlight = BatchInFlight | OpInFlight;
 
-const RESERVED_DETAIL_KEYS = new Set([
-  "id", "method", "url", "host", "status_code", "content_type", "duration_ms", "timestamp", "client_addr",
-  "has_response", "error", "req_headers", "req_body", "res_headers", "res_body", "req_body_encoding",
-  "res_body_encoding", "req_body_size", "res_body_size", "req_body_truncated", "res_body_truncated",
-  "req_body_decoded_from", "res_body_decoded_from",
-]);
-
-const SUMMARY_COLUMNS =
-  "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error, " +
-  // extension res_body_size (the web UI's size column): one primary-key look-up per listed row
-  "(SELECT res_size FROM bodies WHERE bodies.id = entries.id) AS res_size";
-
-function finiteOrUndefined(n: number | undefined): number | undefined {
-  return typeof n === "number" && Number.isFinite(n) ? n : undefined;
-}
-
-function parseHeaders(json: string | null): HeaderList {
-  if (json === null) return [];
-  try {
-    const v = JSON.parse(json);
-    return Array.isArray(v) ? (v as HeaderList) : [];
-  } catch {
-    return [];
-  }
-}
-
 /** Where the writer's code is: next to this file from source; an extra entrypoint of the compiled binary (build.ts). */
 const WRITER_URL = new URL("./capture-writer.ts", import.meta.url);
+/** Likewise the reader Worker's (capture-reader.ts). */
+const READER_URL = new URL("./capture-reader.ts", import.meta.url);
+
+/** A query the reader Worker has not answered yet; `local` runs it on this thread if that worker dies. */
+interface ReadInFlight {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+  local: (db: Database) => unknown;
+}
 
 export class CaptureStore {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
@@ -217,8 +150,17 @@ export class CaptureStore {
   private readonly busyWindowMs: number;
   /** Whether the writer indexes in the background (the option, then setIndexing; a restarted writer keeps it). */
   private indexing: boolean;
+  /** This thread's read connection: get(id), and every query when the reader Worker is not available. */
   private reader: Database | null = null;
   private hasFts = false;
+  private query = new CaptureQuery(false);
+  /** Runs list, search and export pages off this thread (capture-reader.ts); null: they run here. */
+  private readerWorker: Worker | null = null;
+  private readerSeq = 0;
+  private readonly readerPending = new Map<number, ReadInFlight>();
+  private readerRestarts = 0;
+  /** Settles once the reader Worker is ready (or known unavailable). */
+  private readerStarting: Promise<void> = Promise.resolve();
 
   private worker: Worker | null = null;
   private workerRefd = false;
@@ -276,6 +218,8 @@ export class CaptureStore {
   /** Opens (creating or recovering) the database at dbPath; ":memory:" is a temporary file removed at close. */
   static async open(dbPath: string, opts: CaptureStoreOptions = {}): Promise<CaptureStore> {
     const s = new CaptureStore(dbPath, opts);
+    // the reader Worker boots while the writer opens the database (it opens its connections after)
+    const readerBoot = s.bootReader();
     try {
       const opened = await s.startWriter();
       s.nextId = opened.nextId;
@@ -287,13 +231,17 @@ export class CaptureStore {
       s.salvage = opened.salvage;
       s.wasEmpty = opened.wasEmpty;
       s.hasFts = opened.hasFts;
+      s.query = new CaptureQuery(s.hasFts);
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader, "reader");
       s.reader = reader;
+      // not waited for: start-up does not wait for a second worker; queries run here until it is ready
+      s.readerStarting = s.startReader(readerBoot);
       s.openWal();
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
+      readerBoot?.terminate();
       if (s.tempDir) rmSync(s.tempDir, { recursive: true, force: true });
       throw e;
     }
@@ -349,6 +297,98 @@ export class CaptureStore {
         ring: this.pending.ring,
       } satisfies WriterRequest);
     });
+  }
+
+  /**
+   * Starts the reader Worker and waits until its connections are open. If it cannot start, queries run on this
+   * thread (the same code): slower for the proxy, never wrong.
+   */
+  private bootReader(): Worker | null {
+    try {
+      return new Worker(READER_URL);
+    } catch (e) {
+      console.error(`capture store: no reader worker (${(e as Error).message}); queries run on the main thread`);
+      return null;
+    }
+  }
+
+  private startReader(booted: Worker | null = this.bootReader()): Promise<void> {
+    const w = booted;
+    if (!w) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      let opened = false;
+      w.addEventListener("close", () => {
+        if (!opened) {
+          console.error("capture store: the reader worker ended while opening; queries run on the main thread");
+          resolve();
+        }
+        if (this.readerWorker === w) this.readerStopped();
+      });
+      w.onmessage = (ev: MessageEvent<ReaderReply>) => {
+        const m = ev.data;
+        if (m.t === "opened") {
+          opened = true;
+          if (m.ok) {
+            // (if the store is closing meanwhile, stopReader, which waits for this, ends it)
+            this.readerWorker = w;
+            w.unref();
+          } else {
+            console.error(`capture store: the reader worker could not open the database (${m.error}); queries run on the main thread`);
+            w.terminate();
+          }
+          resolve();
+          return;
+        }
+        const rec = this.readerPending.get(m.seq);
+        if (!rec) return;
+        this.readerPending.delete(m.seq);
+        if (this.readerPending.size === 0) w.unref();
+        if (m.error !== undefined) rec.reject(Object.assign(new Error(m.error), m.code ? { code: m.code } : {}));
+        else rec.resolve(m.value);
+      };
+      w.postMessage({ t: "open", path: this.path, hasFts: this.hasFts } satisfies ReaderRequest);
+    });
+  }
+
+  /** The reader Worker ended without being asked to: its queries run here; another one is started (once). */
+  private readerStopped(): void {
+    this.readerWorker = null;
+    const pending = [...this.readerPending.values()];
+    this.readerPending.clear();
+    for (const rec of pending) {
+      try {
+        rec.resolve(rec.local(this.db));
+      } catch (e) {
+        rec.reject(e as Error);
+      }
+    }
+    if (this.closed) return;
+    if (this.readerRestarts++ >= 1) {
+      console.error("capture store: the reader worker stopped again; queries run on the main thread");
+      return;
+    }
+    console.error("capture store: the reader worker stopped unexpectedly; restarting it");
+    void this.startReader();
+  }
+
+  /** Ends the reader Worker after the queries it was given (its connections closed first). */
+  private async stopReader(): Promise<void> {
+    await this.readerStarting;
+    const w = this.readerWorker;
+    if (!w) return;
+    this.readerWorker = null;
+    const seq = ++this.readerSeq;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(done, 10_000);
+      this.readerPending.set(seq, { resolve: done, reject: done, local: () => undefined });
+      w.ref();
+      w.postMessage({ t: "close", seq } satisfies ReaderRequest);
+    });
+    w.terminate();
   }
 
   /** The worker ended without being asked to: report, settle what it had, start another one (once). */
@@ -467,6 +507,7 @@ export class CaptureStore {
 
   private onReply(m: WriterReply): void {
     if (m.t === "opened") return;
+    if (m.t === "recovered") return this.onRecovered(m);
     if (m.t === "progress") {
       this.stored = m.stored;
       this.advanceReadable(m.readable);
@@ -508,6 +549,49 @@ export class CaptureStore {
       else rec.resolve({ stored: m.stored, value: m.value });
     }
     this.updateRef();
+  }
+
+  /** The writer found damage while running, moved the file aside and salvaged it: the readers open the new file. */
+  private onRecovered(m: Extract<WriterReply, { t: "recovered" }>): void {
+    this.recoveredFrom = m.recoveredFrom;
+    this.salvage = m.salvage;
+    this.stored = m.stored;
+    this.hasFts = m.hasFts;
+    this.query = new CaptureQuery(m.hasFts);
+    const counts = m.salvage ? `; ${m.salvage.saved} entries were read back from it, ${m.salvage.lost} could not be read and were left behind` : "";
+    console.error(`capture store: the capture database was damaged; moved aside to ${m.recoveredFrom}${counts}`);
+    if (this.reader) {
+      try {
+        this.reader.close();
+      } catch {
+        // unusable already
+      }
+      const reader = new Database(this.path, { readonly: true, strict: true });
+      tuneConnection(reader, "reader");
+      this.reader = reader;
+    }
+    this.readerWorker?.postMessage({ t: "reopen", hasFts: m.hasFts } satisfies ReaderRequest);
+  }
+
+  /**
+   * Reads every table of the database now (what the writer's background probe does after open, a step at a time);
+   * if a page is damaged the file is moved aside and what can be read is salvaged (recoveredFrom, salvage). True
+   * when that happened. Reads that meet damage call it themselves.
+   */
+  async checkIntegrity(): Promise<boolean> {
+    this.assertOpen();
+    return (await this.request({ t: "check", seq: this.nextSeq() })).value === true;
+  }
+
+  /**
+   * A read failed: if SQLite says the file is damaged, the writer checks it and moves it aside (salvaging what can
+   * be read); the read is then made once more, on the new file. Any other error is the caller's.
+   */
+  private async retryIfDamaged<T>(e: unknown, again: () => Promise<T> | T): Promise<T> {
+    const code = (e as { code?: unknown } | null)?.code;
+    if ((code !== "SQLITE_CORRUPT" && code !== "SQLITE_NOTADB") || this.closed || this.dead) throw e;
+    if (!(await this.checkIntegrity())) throw e;
+    return again();
   }
 
   private checkCaughtUp(): void {
@@ -853,6 +937,21 @@ export class CaptureStore {
     await this.request({ t: "indexing", seq: this.nextSeq(), on });
   }
 
+  /** Test hook: ends the reader Worker (as asked, not a crash): queries run on this thread from then on. */
+  stopReaderForTest(): Promise<void> {
+    return this.stopReader();
+  }
+
+  /** Resolves once the reader Worker is ready (or known unavailable: queries then run on this thread). */
+  whenReaderReady(): Promise<void> {
+    return this.readerStarting;
+  }
+
+  /** True while queries run in the reader Worker (capture-reader.ts), off this thread. */
+  get readsOffThread(): boolean {
+    return this.readerWorker !== null;
+  }
+
   /**
    * Test hook: ends the writer Worker as a crash would; resolves once the store has dealt with it (a new writer
    * is open, or the store gave up on writing).
@@ -872,7 +971,8 @@ export class CaptureStore {
     this.closed = true;
     this.cancelTimer();
     this.closing = (async () => {
-      // the reader goes first: the writer's connection, closing last, checkpoints and removes the WAL
+      // the readers go first: the writer's connection, closing last, checkpoints and removes the WAL
+      await this.stopReader();
       this.reader?.close();
       this.reader = null;
       if (!this.dead && this.worker) {
@@ -902,241 +1002,36 @@ export class CaptureStore {
     return this.reader;
   }
 
-  /** Runs reads in one read transaction: one snapshot for the count, the index mark and the page. */
-  private snapshot<T>(fn: (db: Database) => T): T {
-    const db = this.db;
-    db.run("BEGIN");
-    try {
-      return fn(db);
-    } finally {
-      db.run("COMMIT");
-    }
-  }
-
-  private metaValue(db: Database, key: string): number {
-    const r = db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: number } | null;
-    return r ? r.value : 0;
-  }
-
   /**
-   * Builds the WHERE clause for a query; values are always bound, never interpolated (only the names of the
-   * search index tables are, which come from fts_gens). `volatile`: the SQL names index generations, which come
-   * and go: not worth keeping in the statement cache.
+   * Runs a query in the reader Worker (off this thread); on this thread, with the same code, when that worker is
+   * not available (it failed to start, or died twice).
    */
-  private whereClause(
-    db: Database,
-    q: ListQuery,
-  ): { sql: string; params: Param[]; filtered: boolean; volatile: boolean; check: SearchCheck | null } {
-    const conds: string[] = [];
-    const params: Param[] = [];
-    if (typeof q.host === "string" && q.host !== "") {
-      // the matching hosts come from the small hosts table, their entries from entries_host (capture-db.ts)
-      conds.push("host_lc IN (SELECT host_lc FROM hosts WHERE instr(host_lc, ?) > 0)");
-      params.push(q.host.toLowerCase());
-    }
-    if (typeof q.method === "string" && q.method !== "") {
-      conds.push("method = ? COLLATE NOCASE");
-      params.push(q.method);
-    }
-    const status = finiteOrUndefined(q.status);
-    if (status !== undefined) {
-      conds.push("status_code = ?");
-      params.push(status);
-    }
-    const smin = finiteOrUndefined(q.status_min);
-    if (smin !== undefined) {
-      conds.push("status_code >= ?");
-      params.push(smin);
-    }
-    const smax = finiteOrUndefined(q.status_max);
-    if (smax !== undefined) {
-      conds.push("status_code <= ?");
-      params.push(smax);
-    }
-    if (typeof q.path === "string" && q.path !== "") {
-      conds.push("instr(path, ?) > 0");
-      params.push(q.path);
-    }
-    if (typeof q.has_error === "boolean") {
-      conds.push(q.has_error ? "status_code >= 400" : "status_code < 400");
-    }
-    const sinceId = finiteOrUndefined(q.since_id);
-    if (sinceId !== undefined) {
-      conds.push("id > ?");
-      params.push(sinceId);
-    }
-    const since = finiteOrUndefined(q.since);
-    if (since !== undefined) {
-      conds.push("timestamp >= ?");
-      params.push(since);
-    }
-    if (typeof q.client === "string" && q.client !== "") {
-      conds.push("client_addr = ?");
-      params.push(q.client);
-    }
-    let volatile = false;
-    let check: SearchCheck | null = null;
-    if (typeof q.search === "string" && q.search !== "") {
-      const s = this.searchCondition(db, q.search, conds, params);
-      volatile = s.volatile;
-      check = s.check;
-    }
-    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0 || check !== null, volatile, check };
-  }
-
-  /**
-   * search = substring of the URL or of a text body, case-insensitive for ASCII letters.
-   * With 3+ characters the trigram index yields the candidates among the indexed ids (rows holding every trigram
-   * of the string), and every id above the index mark is a candidate too; the candidates are then checked for the
-   * real substring. Shorter strings (and SQLite without FTS5) scan.
-   */
-  private searchCondition(db: Database, search: string, conds: string[], params: Param[]): { volatile: boolean; check: SearchCheck } {
-    const cps = [...search];
-    let verify = true;
-    let indexedUpto = 0;
-    let volatile = false;
-    if (this.hasFts && cps.length >= TRIGRAM_MIN) indexedUpto = this.metaValue(db, "fts_indexed_upto");
-    if (indexedUpto > 0) {
-      const grams = new Set<string>();
-      for (let i = 0; i + TRIGRAM_MIN <= cps.length; i++) grams.add(cps.slice(i, i + TRIGRAM_MIN).join(""));
-      let list = [...grams];
-      if (list.length > MAX_QUERY_TRIGRAMS) {
-        // a spread-out subset narrows the candidates as well; the substring check keeps the result exact
-        const step = (list.length - 1) / (MAX_QUERY_TRIGRAMS - 1);
-        list = Array.from({ length: MAX_QUERY_TRIGRAMS }, (_, i) => list[Math.round(i * step)]!);
-      }
-      // the index (its generations together) holds exactly the stored ids <= indexedUpto; the ones above are
-      // all candidates
-      const match = list.map((g) => `"${g.replaceAll('"', '""')}"`).join(" AND ");
-      const gens = db.query("SELECT gen FROM fts_gens ORDER BY gen").all() as { gen: number }[];
-      const parts: string[] = [];
-      for (const { gen } of gens) {
-        const t = ftsTable(gen);
-        parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ?`);
-        params.push(match);
-      }
-      parts.push("SELECT id FROM entries WHERE id > ?");
-      params.push(indexedUpto);
-      conds.push(`id IN (${parts.join(" UNION ALL ")})`);
-      volatile = gens.length > 0;
-      // a single ASCII trigram is matched exactly by the index (its case folding equals ASCII lowering)
-      verify = !(cps.length === TRIGRAM_MIN && /^[\x00-\x7f]*$/.test(search));
-    }
-    let check: string;
-    const checkParams: Param[] = [];
-    const pattern = `%${search.replace(/[\\%_]/g, "\\$&")}%`;
-    if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
-      // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
-      check = `(url LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND b.req_z = 0 AND b.req_body LIKE ? ESCAPE '\\') OR
-        (b.res_encoding = 'utf8' AND b.res_z = 0 AND b.res_body LIKE ? ESCAPE '\\'))))`;
-      checkParams.push(pattern, pattern, pattern);
-    } else {
-      // LIKE refuses patterns over 50,000 bytes; same semantics, slower
-      const needle = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
-      check = `(instr(lower(url), ?) > 0 OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND b.req_z = 0 AND instr(lower(b.req_body), ?) > 0) OR
-        (b.res_encoding = 'utf8' AND b.res_z = 0 AND instr(lower(b.res_body), ?) > 0))))`;
-      checkParams.push(needle, needle, needle);
-    }
-    const needle = search;
-    if (verify) return { volatile, check: { sql: check, params: checkParams, needle } };
-    // indexed candidates are exact; the unindexed ones are checked
-    return { volatile, check: { sql: `(id <= ? OR ${check})`, params: [indexedUpto, ...checkParams], needle } };
-  }
-
-  /**
-   * The ids (in `dir` order) of the entries matching the filters and the search: candidates are checked in SQL
-   * (URL, uncompressed bodies); those SQL cannot decide (compressed text bodies) are decompressed and checked here.
-   */
-  private searchIds(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string): number[] {
-    const sql = `SELECT id, ok FROM (SELECT id, ${w.check.sql} AS ok, ${UNDECIDED} AS u FROM entries ${w.sql})
-      WHERE ok OR u ORDER BY id ${dir}`;
-    const st = w.volatile ? db.prepare(sql) : db.query(sql);
-    let rows: [number, number][];
-    try {
-      // parameters bind in the order they appear: the check's (select list) come before the filters' (WHERE)
-      rows = st.values(...w.check.params, ...w.params) as [number, number][];
-    } finally {
-      if (w.volatile) st.finalize();
-    }
-    const bodyOf = db.query("SELECT req_body, req_encoding, req_z, res_body, res_encoding, res_z FROM bodies WHERE id = ?");
-    const ids: number[] = [];
-    const holds = bodyFinder(w.check.needle);
-    for (const [id, ok] of rows) {
-      if (ok) {
-        ids.push(id);
-        continue;
-      }
-      const b = bodyOf.get(id) as BodyRow | null;
-      if (!b) continue;
-      // uncompressed ones were checked by SQL already; base64 (binary) bodies are never searched
-      if (
-        (b.req_z !== 0 && b.req_encoding === "utf8" && holds(b.req_body, b.req_z)) ||
-        (b.res_z !== 0 && b.res_encoding === "utf8" && holds(b.res_body, b.res_z))
-      ) {
-        ids.push(id);
-      }
-    }
-    return ids;
+  private read<T>(msg: DistributiveOmit<Exclude<ReaderRequest, { t: "open" | "reopen" | "close" }>, "seq">, local: (db: Database) => T): Promise<T> {
+    const w = this.readerWorker;
+    if (!w) return Promise.resolve().then(() => local(this.db));
+    const seq = ++this.readerSeq;
+    return new Promise<T>((resolve, reject) => {
+      this.readerPending.set(seq, { resolve: resolve as (v: unknown) => void, reject, local: local as (db: Database) => unknown });
+      if (this.readerPending.size === 1) w.ref();
+      w.postMessage({ ...msg, seq } as ReaderRequest);
+    });
   }
 
   /**
    * One page of summaries. limit: default 50, capped at 500, 0 gives no items but the right total;
    * offset default 0. Order id DESC, or id ASC when since_id is given; q.order overrides.
-   * Sees every entry added before the call.
+   * Sees every entry added before the call. Runs in the reader Worker.
    */
   async list(q: ListQuery = {}): Promise<ListResult> {
     this.assertOpen();
     await this.sync();
-    const rawLimit = finiteOrUndefined(q.limit);
-    const limit = rawLimit === undefined ? LIST_LIMIT_DEFAULT : Math.min(LIST_LIMIT_MAX, Math.max(0, Math.floor(rawLimit)));
-    const rawOffset = finiteOrUndefined(q.offset);
-    const offset = rawOffset === undefined ? 0 : Math.max(0, Math.floor(rawOffset));
-    const dir =
-      q.order === "asc" || q.order === "desc"
-        ? q.order.toUpperCase()
-        : finiteOrUndefined(q.since_id) !== undefined
-          ? "ASC"
-          : "DESC";
-
-    return this.snapshot((db) => {
-      const w = this.whereClause(db, q);
-      let total: number;
-      let rows: SummaryRow[] = [];
-      if (!w.filtered) {
-        total = this.metaValue(db, "entry_count");
-        if (limit > 0 && offset < total) {
-          rows = db
-            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries ORDER BY id ${dir} LIMIT ? OFFSET ?`)
-            .all(limit, offset) as SummaryRow[];
-        }
-      } else if (w.check) {
-        const ids = this.searchIds(db, { ...w, check: w.check }, dir);
-        total = ids.length;
-        const page = limit > 0 ? ids.slice(offset, offset + limit) : [];
-        if (page.length > 0) {
-          rows = db
-            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id ${dir}`)
-            .all(JSON.stringify(page)) as SummaryRow[];
-        }
-      } else {
-        const stmt = (sql: string) => (w.volatile ? db.prepare(sql) : db.query(sql));
-        const countStmt = stmt(`SELECT COUNT(*) AS n FROM entries ${w.sql}`);
-        total = (countStmt.get(...w.params) as { n: number }).n;
-        if (w.volatile) countStmt.finalize();
-        if (limit > 0 && offset < total) {
-          // ids first (answerable from a covering index, sorting only integers), then the 'limit' rows
-          const pageStmt = stmt(
-            `SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN
-              (SELECT id FROM entries ${w.sql} ORDER BY id ${dir} LIMIT ? OFFSET ?) ORDER BY id ${dir}`,
-          );
-          rows = pageStmt.all(...w.params, limit, offset) as SummaryRow[];
-          if (w.volatile) pageStmt.finalize();
-        }
-      }
-      return { items: rows.map(toSummary), total, offset, limit };
-    });
+    this.assertOpen();
+    const run = () => this.read({ t: "list", q: cloneable(q) }, (db) => this.query.list(db, q));
+    try {
+      return await run();
+    } catch (e) {
+      return this.retryIfDamaged(e, run);
+    }
   }
 
   /** The detail form, or null when the id is unknown (or evicted / deleted). Sees every entry added before. */
@@ -1147,131 +1042,67 @@ export class CaptureStore {
       this.hurry();
       await this.waitAcked(id);
     }
-    const row = this.db.query(`${DETAIL_SELECT} WHERE e.id = ?`).get(id) as DetailRow | null;
-    return row ? toDetail(row) : null;
+    try {
+      return this.query.get(this.db, id);
+    } catch (e) {
+      return this.retryIfDamaged(e, () => this.query.get(this.db, id));
+    }
   }
 
   /**
    * Every entry matching `q` (its filters; limit, offset and order are `opts`'), oldest first, as details: for
-   * exports of any size. Reads a page of ids and then their details at a time, on a read connection of its own
-   * with a small page cache and no memory map, so a long export neither holds its entries nor fills the process
-   * with the database file; entries with ids above `opts.upto` (captured after the export began) are left out.
+   * exports of any size. Reads a page of ids and then their details at a time, in the reader Worker, on a read
+   * connection of its own with a small page cache and no memory map, so a long export neither holds its entries
+   * nor fills the process with the database file; entries with ids above `opts.upto` (captured after the export
+   * began) are left out.
    */
   async *details(q: ListQuery, opts: { upto?: number; offset?: number; limit?: number } = {}): AsyncGenerator<EntryDetail> {
     this.assertOpen();
     await this.sync();
-    const conn = new Database(this.path, { readonly: true, strict: true });
-    try {
-      conn.run("PRAGMA busy_timeout = 5000");
-      conn.run("PRAGMA cache_size = -2048");
-      conn.run("PRAGMA mmap_size = 0");
-      let cursor = finiteOrUndefined(q.since_id) ?? 0;
-      let skip = Math.max(0, Math.floor(opts.offset ?? 0));
-      let left = opts.limit === undefined ? Infinity : Math.max(0, Math.floor(opts.limit));
-      const upto = opts.upto ?? Number.MAX_SAFE_INTEGER;
-      const PAGE = 200;
-      // a search is decided partly outside SQL (compressed bodies, searchIds): its ids are found once, up front
-      let searched: number[] | null = null;
-      if (typeof q.search === "string" && q.search !== "") {
-        searched = this.snapshotOn(conn, (db) => {
-          const w = this.whereClause(db, { ...q, since_id: cursor });
-          return w.check ? this.searchIds(db, { ...w, check: w.check }, "ASC").filter((id) => id <= upto) : null;
-        });
+    let cursor = finiteOrUndefined(q.since_id) ?? 0;
+    let skip = Math.max(0, Math.floor(opts.offset ?? 0));
+    let left = opts.limit === undefined ? Infinity : Math.max(0, Math.floor(opts.limit));
+    const upto = opts.upto ?? Number.MAX_SAFE_INTEGER;
+    const base = cloneable(q);
+    // a search is decided partly outside SQL (compressed bodies): its ids are found once, up front
+    let searched: number[] | null = null;
+    if (typeof q.search === "string" && q.search !== "") {
+      const sq = { ...base, since_id: cursor };
+      const run = () => this.read({ t: "search-ids", q: sq, upto }, (db) => this.query.searchIdsUpto(db, sq, upto));
+      searched = await run().catch((e) => this.retryIfDamaged(e, run));
+    }
+    let at = 0;
+    while (left > 0 && !this.closed) {
+      let rows: EntryDetail[];
+      const n = Math.min(EXPORT_PAGE, left);
+      if (searched) {
+        at += skip;
+        const ids = searched.slice(at, at + n);
+        at += ids.length;
+        const run = () => this.read({ t: "details-ids", ids }, (db) => this.query.detailsByIds(db, ids));
+        rows = ids.length === 0 ? [] : await run().catch((e) => this.retryIfDamaged(e, run));
+      } else {
+        const pq = { ...base, since_id: cursor };
+        const s = skip;
+        const run = () => this.read({ t: "details-page", q: pq, upto, n, skip: s }, (db) => this.query.detailsPage(db, pq, upto, n, s));
+        rows = await run().catch((e) => this.retryIfDamaged(e, run));
       }
-      let at = 0;
-      while (left > 0 && !this.closed) {
-        const rows = this.snapshotOn(conn, (db) => {
-          let ids: number[];
-          if (searched) {
-            at += skip;
-            ids = searched.slice(at, at + Math.min(PAGE, left));
-            at += ids.length;
-          } else {
-            const w = this.whereClause(db, { ...q, since_id: cursor });
-            const sql = `SELECT id FROM entries ${w.sql ? `${w.sql} AND` : "WHERE"} id <= ? ORDER BY id ASC LIMIT ? OFFSET ?`;
-            const stmt = db.prepare(sql);
-            ids = (stmt.all(...w.params, upto, Math.min(PAGE, left), skip) as { id: number }[]).map((r) => r.id);
-            stmt.finalize();
-          }
-          if (ids.length === 0) return [];
-          return db.query(`${DETAIL_SELECT} WHERE e.id IN (${ids.map(() => "?").join(",")}) ORDER BY e.id`).all(...ids) as DetailRow[];
-        });
-        skip = 0;
-        if (rows.length === 0) return;
-        for (const r of rows) {
-          cursor = r.id;
-          left--;
-          yield toDetail(r);
-        }
+      skip = 0;
+      if (rows.length === 0) return;
+      for (const r of rows) {
+        cursor = r.id;
+        left--;
+        yield r;
       }
-    } finally {
-      conn.close();
-    }
-  }
-
-  /** snapshot() on another connection. */
-  private snapshotOn<T>(db: Database, fn: (db: Database) => T): T {
-    db.run("BEGIN");
-    try {
-      return fn(db);
-    } finally {
-      db.run("COMMIT");
     }
   }
 }
 
-const DETAIL_SELECT = `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
-  e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
-  b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from, b.req_z,
-  b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from, b.res_z
-  FROM entries e LEFT JOIN details d ON d.id = e.id LEFT JOIN bodies b ON b.id = e.id`;
-
-function toDetail(row: DetailRow): EntryDetail {
-  let extra: Record<string, unknown> = {};
-  if (row.extra) {
-    try {
-      const v = JSON.parse(row.extra);
-      if (v && typeof v === "object" && !Array.isArray(v)) extra = v;
-    } catch {
-      // unreadable extras are left out
-    }
-  }
-  const detail: EntryDetail = {
-    ...toSummary(row),
-    req_headers: parseHeaders(row.req_headers),
-    req_body: unpackForApi(row.req_body, row.req_z, row.req_encoding),
-    res_headers: parseHeaders(row.res_headers),
-    res_body: unpackForApi(row.res_body, row.res_z, row.res_encoding),
-    req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
-    res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",
-    req_body_size: row.req_size ?? 0,
-    res_body_size: row.res_size ?? 0,
-    req_body_truncated: row.req_truncated === 1,
-    res_body_truncated: row.res_truncated === 1,
-    req_body_decoded_from: row.req_decoded_from ?? "",
-    res_body_decoded_from: row.res_decoded_from ?? "",
-  };
-  // extras never overwrite a spec field ("error" included: it only appears when the flow failed)
-  for (const [k, v] of Object.entries(extra)) {
-    if (!RESERVED_DETAIL_KEYS.has(k)) detail[k] = v;
-  }
-  return detail;
+/** A list query as a message can carry it (only the fields a query reads; no functions, no prototypes). */
+function cloneable(q: ListQuery): ListQuery {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(q)) if (v === null || ["string", "number", "boolean"].includes(typeof v)) out[k] = v;
+  return out as ListQuery;
 }
 
-function toSummary(r: SummaryRow): EntrySummary {
-  const s: EntrySummary = {
-    id: r.id,
-    method: r.method,
-    url: r.url,
-    host: r.host,
-    status_code: r.status_code,
-    content_type: r.content_type,
-    duration_ms: r.duration_ms,
-    timestamp: r.timestamp,
-    client_addr: r.client_addr,
-    has_response: r.has_response === 1,
-  };
-  if (r.error !== null) s.error = r.error;
-  if (typeof r.res_size === "number") s.res_body_size = r.res_size;
-  return s;
-}
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

@@ -20,7 +20,7 @@
  * Built as an extra entrypoint of the compiled binary (build.ts). Never throws out of a handler: an uncaught
  * exception would end the worker (the store restarts it once, see capture-store.ts).
  */
-import { CaptureWriter } from "./capture-db.ts";
+import { CaptureWriter, isCorruptionError } from "./capture-db.ts";
 import { CaptureJournal, type JournalRecord } from "./capture-journal.ts";
 import type { WriterReply, WriterRequest } from "./capture-protocol.ts";
 import { batchBytes, type DecodedBatch, decodeBatch } from "./entry-codec.ts";
@@ -35,6 +35,8 @@ let busyWindowMs = 100;
 const BUSY_STEP_DELAY_MS = 25;
 /** Materialising works in steps of about this long (whole journal records). */
 const MATERIALIZE_STEP_MS = 20;
+/** Ids read per step of the background probe for damaged pages (each of the three tables). */
+const PROBE_STEP_IDS = 2000;
 /** Above this much journal, records are materialised even while traffic flows (less with a small size bound: open). */
 let journalMaxBytes = 512 * 1024 * 1024;
 
@@ -44,6 +46,7 @@ let maxEntries = 1;
 let indexing = true;
 let lastBatchAt = -Infinity;
 let indexTimer: ReturnType<typeof setTimeout> | null = null;
+let probeTimer: ReturnType<typeof setTimeout> | null = null;
 let materializeTimer: ReturnType<typeof setTimeout> | null = null;
 /** materializeTimer is a step due at once (not one waiting for the traffic to pause). */
 let materializeSoon = false;
@@ -101,6 +104,57 @@ function answerIndexedWaiters(): void {
 
 function busy(): boolean {
   return performance.now() - lastBatchAt < busyWindowMs;
+}
+
+// --- damage found while running ------------------------------------------------------------------------------
+
+/**
+ * If `e` says the database file is damaged: it is moved aside and salvaged (as at open), the main thread is told
+ * (its readers open the new file) and true is returned; the work that failed can be done again.
+ */
+function recoverIf(e: unknown): boolean {
+  const w = writer;
+  if (!w || !isCorruptionError(e)) return false;
+  console.error(`capture writer: the database is damaged (${errorText(e)}); moving it aside and salvaging what can be read`);
+  w.recover();
+  send({ t: "recovered", recoveredFrom: w.recoveredFrom, salvage: w.salvage, stored: storedCount(), hasFts: w.hasFts });
+  return true;
+}
+
+/** Reads the rest of every table now (a reader met damage, or a test asks); recovers if damage shows. */
+function checkNow(): boolean {
+  if (!writer) return false;
+  try {
+    writer.checkAll();
+    return false;
+  } catch (e) {
+    if (recoverIf(e)) return true;
+    throw e;
+  }
+}
+
+/** The background probe: a step at a time, only while no traffic flows and nothing else waits. */
+function scheduleProbe(): void {
+  if (probeTimer !== null || !writer || !writer.probing || journal?.queue.length) return;
+  probeTimer = setTimeout(probeStep, busy() ? busyWindowMs : 0);
+}
+
+function probeStep(): void {
+  probeTimer = null;
+  if (!writer || journal?.queue.length) return;
+  if (!busy()) {
+    try {
+      writer.probeStep(PROBE_STEP_IDS);
+    } catch (e) {
+      if (!recoverIf(e)) {
+        console.error(`capture writer: reading the database failed: ${errorText(e)}`);
+        return;
+      }
+      scheduleMaterialize();
+      scheduleIndexing();
+    }
+  }
+  scheduleProbe();
 }
 
 // --- materialising the journal -------------------------------------------------------------------------------
@@ -179,6 +233,10 @@ function materializeStep(): void {
     try {
       materializeSome(MATERIALIZE_STEP_MS);
     } catch (e) {
+      if (recoverIf(e)) {
+        materializeTimer = setTimeout(materializeStep, 0);
+        return;
+      }
       console.error(`capture writer: writing the journal into the database failed: ${errorText(e)}`);
       materializeTimer = setTimeout(materializeStep, 1000);
       return;
@@ -186,6 +244,7 @@ function materializeStep(): void {
   }
   scheduleMaterialize();
   scheduleIndexing();
+  scheduleProbe();
 }
 
 /** Everything journaled is written before requests that read or change the tables. */
@@ -206,13 +265,20 @@ function indexStep(): void {
   try {
     writer.indexStep(STEP_BUDGET_MS, STEP_MAX_ROWS);
   } catch (e) {
+    if (recoverIf(e)) {
+      scheduleIndexing();
+      return;
+    }
     // e.g. the disk is full: try again later; search stays exact (the rest is scanned)
     console.error(`capture writer: indexing failed: ${errorText(e)}`);
     indexTimer = setTimeout(indexStep, 1000);
     return;
   }
   if (writer.backlog) scheduleIndexing();
-  else answerIndexedWaiters();
+  else {
+    answerIndexedWaiters();
+    scheduleProbe();
+  }
 }
 
 // --- requests ------------------------------------------------------------------------------------------------
@@ -239,6 +305,7 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
     if (j.queue.length > 0) console.error(`capture writer: ${j.entries} entries found in the journal are written into the database`);
     scheduleMaterialize();
     scheduleIndexing();
+    scheduleProbe();
   } catch (e) {
     send({ t: "opened", ok: false, error: errorText(e), code: (e as { code?: string }).code });
   }
@@ -303,6 +370,11 @@ function handle(m: WriterRequest): void {
         hurryUpto = Math.max(hurryUpto, lastSeenId);
         answerIndexedWaiters();
         break;
+      case "check": {
+        materializeAll();
+        reply(m.seq, null, checkNow());
+        break;
+      }
       case "indexing":
         indexing = m.on;
         reply(m.seq, null);
@@ -311,7 +383,8 @@ function handle(m: WriterRequest): void {
       case "close": {
         if (indexTimer !== null) clearTimeout(indexTimer);
         if (materializeTimer !== null) clearTimeout(materializeTimer);
-        indexTimer = materializeTimer = null;
+        if (probeTimer !== null) clearTimeout(probeTimer);
+        indexTimer = materializeTimer = probeTimer = null;
         indexing = false;
         const w = writer;
         let error: string | null = null;
@@ -332,10 +405,13 @@ function handle(m: WriterRequest): void {
       }
     }
   } catch (e) {
+    // a damaged file: moved aside and salvaged; the request fails once (its caller may try again)
+    recoverIf(e);
     reply(m.seq, errorText(e));
   }
   scheduleMaterialize();
   scheduleIndexing();
+  scheduleProbe();
 }
 
 self.onmessage = (ev: MessageEvent<WriterRequest>) => handle(ev.data);

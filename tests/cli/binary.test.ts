@@ -58,9 +58,15 @@ describe("single-binary build", () => {
       expect(looping.errors[0]!.message).toContain("timed out");
       const failing = await execute(`pm.test("wrong", () => pm.expect(1).to.equal(2))`);
       expect(failing.tests).toEqual([{ name: "wrong", passed: false, error: "expected 1 to equal 2" }]);
+
+      // the capture store's reader worker is embedded too: list and search answer, and it never fell back
+      const list = await t.api("/api/v1/traffic?search=example&limit=5");
+      expect(list.status).toBe(200);
+      expect(((await list.json()) as { total: number }).total).toBeGreaterThanOrEqual(0);
     } finally {
       expect(await t.stop("SIGTERM")).toBe(0);
     }
+    expect(t.stderr.filter((l) => l.includes("reader worker"))).toEqual([]);
     expect(existsSync(join(bare, "data", "api-handshake.json"))).toBe(false);
   });
 });

@@ -1,0 +1,69 @@
+// Issue 20: queries that can take long (list, search, export pages) run in the reader Worker, off the proxy's
+// thread; with that worker gone they run on the main thread with the same code and the same answers.
+import { afterAll, expect, test } from "bun:test";
+import { join } from "node:path";
+import { CaptureStore } from "../../src/store/capture-store.ts";
+import type { ListQuery, NewEntry } from "../../src/store/types.ts";
+import { tempDirs } from "../helpers/temp-dirs.ts";
+
+const tmp = tempDirs("tapwire-reader-");
+const stores: CaptureStore[] = [];
+afterAll(async () => {
+  for (const s of stores) await s.close();
+});
+
+const enc = new TextEncoder();
+const WORDS = ["alpha", "beta", "Gamma", "delta", "invoice", "naïve", "ÉCOLE", "zq"];
+function entry(i: number): NewEntry {
+  // bodies above 1 KiB are stored compressed (checked in JavaScript by a search), smaller ones are not (SQL)
+  const big = i % 3 !== 0;
+  const text = `{"n":${i},"w":"${WORDS[i % WORDS.length]}","pad":"${(i % 7 === 0 ? "Needle-" : "") + "x".repeat(big ? 1500 : 50)}"}`;
+  const body = enc.encode(text);
+  return {
+    method: i % 4 === 0 ? "POST" : "GET", url: `https://h${i % 5}.reader.test/p/${i}?q=${WORDS[(i + 3) % WORDS.length]}`,
+    host: `h${i % 5}.reader.test`, status_code: i % 9 === 0 ? 404 : 200, content_type: "application/json", duration_ms: i % 50,
+    timestamp: 1_700_000_000_000 + i, client_addr: "curl", has_response: true, req_headers: [["Host", "x"]],
+    res_headers: [["Content-Type", "application/json"]], req_body: null, req_body_size: 0, res_body: body, res_body_size: body.length,
+  };
+}
+
+const QUERIES: ListQuery[] = [
+  {}, { limit: 7, offset: 30 }, { host: "H2" }, { method: "post", status_min: 200, status_max: 299 }, { path: "/p/1" },
+  { search: "needle" }, { search: "NEEDLE", host: "h1" }, { search: "zq" }, { search: "a" }, { search: "école" },
+  { search: "ÉCOLE" }, { search: "naïve" }, { search: "invoice", order: "asc", limit: 3 }, { since_id: 400 },
+  { has_error: true, limit: 0 }, { search: "nothing-like-this" },
+];
+
+test("list and search answer the same in the reader worker and on the main thread; the event loop turns meanwhile", async () => {
+  const s = await CaptureStore.open(join(tmp(), "capture.db"));
+  stores.push(s);
+  for (let i = 1; i <= 3000; i++) s.add(entry(i));
+  await s.flush();
+  // open() does not wait for the reader worker (queries run on the main thread until it is ready)
+  await s.whenReaderReady();
+  expect(s.readsOffThread).toBe(true);
+  const inWorker = [];
+  for (const q of QUERIES) inWorker.push(await s.list(q));
+  // a search over every compressed body: the main thread's timers fire while the worker works
+  let ticks = 0;
+  const iv = setInterval(() => ticks++, 0);
+  const scan = await s.list({ search: "q=" });
+  clearInterval(iv);
+  expect(scan.total).toBe(3000);
+  expect(ticks).toBeGreaterThan(0);
+  const exported: number[] = [];
+  for await (const d of s.details({ search: "needle" })) exported.push(d.id);
+
+  await s.stopReaderForTest();
+  expect(s.readsOffThread).toBe(false);
+  for (let i = 0; i < QUERIES.length; i++) expect({ q: QUERIES[i], r: await s.list(QUERIES[i]) }).toEqual({ q: QUERIES[i], r: inWorker[i] });
+  const exportedHere: number[] = [];
+  for await (const d of s.details({ search: "needle" })) exportedHere.push(d.id);
+  expect(exportedHere).toEqual(exported);
+  expect(exported.length).toBe(inWorker[5]!.total);
+  // the answers are not trivially empty
+  expect(inWorker[5]!.total).toBeGreaterThan(300);
+  expect(inWorker[7]!.total).toBe(750); // in 375 bodies and 375 URLs
+  expect(inWorker[9]!.total).toBe(0); // LIKE folds ASCII letters only: "école" does not find "ÉCOLE"
+  expect(inWorker[10]!.total).toBe(750);
+});
