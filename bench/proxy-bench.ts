@@ -6,7 +6,8 @@
  *   (c) through tapwire, HTTPS via CONNECT (upstream is HTTPS too)
  *   the same (b)/(c) through http-mitm-proxy, mockttp and mitmdump (mitmproxy)
  * plus, unless --no-extra, tapwire with capture stopped (where the time goes), and with --wrk the plain-HTTP rows
- * again with wrk. Prints a table, the goal ratios, RSS, and which processes shared the CPU cores. The "cpu us/req"
+ * again with wrk. Prints a table, what limited each row (a saturated proxy or upstream event loop, or all cores in
+ * use), the goal ratios, RSS, and which processes shared the CPU cores. The "cpu us/req"
  * column (CPU time of the proxy, or of the upstream for direct rows, per successful request) is the figure least
  * disturbed by other load on the machine. After tapwire's capturing rows it times how long until every captured entry
  * is queryable (the store may defer writing while traffic is heavy) and tapwire's CPU meanwhile, and how many of
@@ -483,6 +484,25 @@ function printTable(): void {
   }
 }
 
+/**
+ * What limited a row, from its cpu% columns: a single-threaded process (the upstream's event loop, a proxy's main
+ * thread) near a full core, else the machine's cores all in use (the load generator, proxy, upstream and other
+ * processes share them: every process's CPU per request counts then), else none of them (latency-bound).
+ */
+function boundBy(c: NonNullable<Row["cpu"]>): string {
+  const cap = Math.max(1, NCPU) * 100;
+  const split = `load ${c.tool.toFixed(0)}%, proxy ${c.proxy === null ? "-" : `${c.proxy.toFixed(0)}%`}, upstream ${c.upstream.toFixed(0)}%, other ${c.foreign.toFixed(0)}%`;
+  if (c.proxy !== null && c.proxy >= 90) return `the proxy: ${c.proxy.toFixed(0)}% of a core (its event loop is saturated; ${split})`;
+  if (c.upstream >= 90) return `the upstream: ${c.upstream.toFixed(0)}% of a core (its event loop is saturated; ${split})`;
+  if (c.machine >= 0.9 * cap) return `the ${NCPU} cores: ${c.machine.toFixed(0)}% of ${cap}% in use (${split})`;
+  return `no process and not the cores (${c.machine.toFixed(0)}% of ${cap}% in use: latency-bound; ${split})`;
+}
+
+function printBounds(): void {
+  console.log("\nWhat limited each row (cpu% of one core over the measured seconds; see the CPU note at the end):");
+  for (const r of rows) if (!r.error && r.cpu) console.log(`  ${pad(r.id, 8)} ${boundBy(r.cpu)}`);
+}
+
 /** tapwire CPU seconds of a row's measured run (cpu us/req x ok requests), or null. */
 function rowCpuSec(r: Row | undefined): number | null {
   if (!r || r.error || !r.res || !r.cpu || !Number.isFinite(r.cpu.usPerReq)) return null;
@@ -905,6 +925,7 @@ if (rows.length) {
       `bun ${Bun.version}, node ${Bun.which("node") ? Bun.spawnSync(["node", "--version"]).stdout.toString().trim() : "-"}; ${peerVersions}\n`,
   );
   printTable();
+  printBounds();
   printPairs();
   printGoals();
   console.log("\nChecks:");
