@@ -6,10 +6,12 @@
  *   (c) through tapwire, HTTPS via CONNECT (upstream is HTTPS too)
  *   the same (b)/(c) through http-mitm-proxy, mockttp and mitmdump (mitmproxy)
  * plus, unless --no-extra, tapwire with capture stopped (where the time goes), and with --wrk the plain-HTTP rows
- * again with wrk. Prints a table, the goal ratios, RSS, and which processes shared the CPU cores. The "cpu us/req"
+ * again with wrk. Prints a table, what limited each row (a saturated proxy or upstream event loop, or all cores in
+ * use), the goal ratios, RSS, and which processes shared the CPU cores. The "cpu us/req"
  * column (CPU time of the proxy, or of the upstream for direct rows, per successful request) is the figure least
  * disturbed by other load on the machine. After tapwire's capturing rows it times how long until every captured entry
- * is queryable (the store may defer writing while traffic is heavy) and tapwire's CPU meanwhile.
+ * is queryable (the store may defer writing while traffic is heavy) and tapwire's CPU meanwhile, and how many of
+ * the HTTP row's requests went on a pooled upstream connection (its newest captured entries, read in detail).
  * --tapwire-cpu-prof DIR runs tapwire under `bun --cpu-prof --cpu-prof-md` and leaves the profile (written when
  * tapwire stops) in DIR. On a shared machine, --repeat N keeps the best of N
  * measured runs per row and --wait-quiet SECS first waits (at most SECS) for other processes to go quiet.
@@ -39,6 +41,9 @@ import { generateCA } from "../src/core/tls/ca.ts";
 import { LeafCertCache } from "../src/core/tls/leaf.ts";
 
 // ------------------------------------------------------------------------------------------------ options
+
+/** How many of (b)'s newest captured entries poolReuse() reads in detail. */
+const POOL_SAMPLE = 100;
 
 const { values: opt } = parseArgs({
   args: Bun.argv.slice(2),
@@ -479,6 +484,25 @@ function printTable(): void {
   }
 }
 
+/**
+ * What limited a row, from its cpu% columns: a single-threaded process (the upstream's event loop, a proxy's main
+ * thread) near a full core, else the machine's cores all in use (the load generator, proxy, upstream and other
+ * processes share them: every process's CPU per request counts then), else none of them (latency-bound).
+ */
+function boundBy(c: NonNullable<Row["cpu"]>): string {
+  const cap = Math.max(1, NCPU) * 100;
+  const split = `load ${c.tool.toFixed(0)}%, proxy ${c.proxy === null ? "-" : `${c.proxy.toFixed(0)}%`}, upstream ${c.upstream.toFixed(0)}%, other ${c.foreign.toFixed(0)}%`;
+  if (c.proxy !== null && c.proxy >= 90) return `the proxy: ${c.proxy.toFixed(0)}% of a core (its event loop is saturated; ${split})`;
+  if (c.upstream >= 90) return `the upstream: ${c.upstream.toFixed(0)}% of a core (its event loop is saturated; ${split})`;
+  if (c.machine >= 0.9 * cap) return `the ${NCPU} cores: ${c.machine.toFixed(0)}% of ${cap}% in use (${split})`;
+  return `no process and not the cores (${c.machine.toFixed(0)}% of ${cap}% in use: latency-bound; ${split})`;
+}
+
+function printBounds(): void {
+  console.log("\nWhat limited each row (cpu% of one core over the measured seconds; see the CPU note at the end):");
+  for (const r of rows) if (!r.error && r.cpu) console.log(`  ${pad(r.id, 8)} ${boundBy(r.cpu)}`);
+}
+
 /** tapwire CPU seconds of a row's measured run (cpu us/req x ok requests), or null. */
 function rowCpuSec(r: Row | undefined): number | null {
   if (!r || r.error || !r.res || !r.cpu || !Number.isFinite(r.cpu.usPerReq)) return null;
@@ -668,6 +692,31 @@ function printPairs(): void {
 
 const memNotes: string[] = [];
 
+/**
+ * Upstream connection reuse in row (b), from what tapwire captured: the newest POOL_SAMPLE entries to 127.0.0.1 (the
+ * HTTPS row goes to localhost) read in detail. With keep-alive clients a pooled connection carries nearly every
+ * request, and about one upstream connection per client connection is open.
+ */
+async function poolReuse(tw: { api: (path: string, init?: RequestInit, timeoutMs?: number) => Promise<Response> }): Promise<string> {
+  const list = (await (await tw.api(`/api/v1/traffic?host=127.0.0.1&limit=${POOL_SAMPLE}`)).json()) as { items: { id: number }[] };
+  if (!Array.isArray(list.items) || list.items.length === 0) throw new Error("no captured entry to 127.0.0.1");
+  let reused = 0;
+  let timed = 0;
+  const conns = new Set<string>();
+  for (const { id } of list.items) {
+    const e = (await (await tw.api(`/api/v1/traffic/${id}`)).json()) as { timings?: { connect: number }; connection_id?: number | string };
+    if (e.connection_id !== undefined) conns.add(String(e.connection_id));
+    if (!e.timings) continue;
+    timed++;
+    if (e.timings.connect === -1) reused++;
+  }
+  if (timed === 0) throw new Error("the sampled entries carry no timings");
+  return (
+    `upstream pool reuse in (b): ${((100 * reused) / timed).toFixed(1)}% of ${timed} sampled requests went on a pooled connection ` +
+    `(${conns.size} distinct upstream connections among them, ${CONNS} client connections)`
+  );
+}
+
 async function main(): Promise<number> {
   // 1. tools
   const apt = [{ bin: "hey", pkg: "hey" }];
@@ -803,6 +852,13 @@ async function main(): Promise<number> {
       } catch (e) {
         checks.push(`capture catch-up after the capturing rows: FAILED: ${(e as Error).message.split("\n")[0]}`);
       }
+      // upstream connection reuse under load: the captured entries of (b) name the upstream connection each
+      // request used and whether it was opened for it (timings.connect is -1 on a pooled one)
+      try {
+        checks.push(await poolReuse(tw));
+      } catch (e) {
+        checks.push(`upstream pool reuse in (b): FAILED: ${(e as Error).message.split("\n")[0]}`);
+      }
 
     } finally {
       await stopChild(tw.target.child, opt["tapwire-cpu-prof"] ? 30_000 : 3000); // the profile is written at exit
@@ -869,6 +925,7 @@ if (rows.length) {
       `bun ${Bun.version}, node ${Bun.which("node") ? Bun.spawnSync(["node", "--version"]).stdout.toString().trim() : "-"}; ${peerVersions}\n`,
   );
   printTable();
+  printBounds();
   printPairs();
   printGoals();
   console.log("\nChecks:");

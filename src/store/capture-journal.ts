@@ -36,14 +36,19 @@ export const WAL_FILES = ["wal-0.twm", "wal-1.twm"] as const;
 /** The 40-byte header of a record (format 2) of `payloadLen` bytes. */
 export function recordHeader(payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): Buffer {
   const header = Buffer.allocUnsafe(HEADER_BYTES);
-  header.writeUInt32LE(MAGIC, 0);
-  header.writeUInt32LE(payloadLen, 4);
-  header.writeUInt32LE(0, 8);
-  header.writeUInt32LE(count, 12);
-  header.writeDoubleLE(firstId, 16);
-  header.writeDoubleLE(lastId, 24);
-  header.writeDoubleLE(ceiling, 32);
+  writeRecordHeader(header, 0, payloadLen, count, firstId, lastId, ceiling);
   return header;
+}
+
+/** Writes the header of recordHeader() into `buf` at `at` (no allocation: the write-ahead queue's own buffer). */
+export function writeRecordHeader(buf: Buffer, at: number, payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): void {
+  buf.writeUInt32LE(MAGIC, at);
+  buf.writeUInt32LE(payloadLen, at + 4);
+  buf.writeUInt32LE(0, at + 8);
+  buf.writeUInt32LE(count, at + 12);
+  buf.writeDoubleLE(firstId, at + 16);
+  buf.writeDoubleLE(lastId, at + 24);
+  buf.writeDoubleLE(ceiling, at + 32);
 }
 
 export interface JournalRecord {

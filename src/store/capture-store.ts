@@ -32,10 +32,13 @@ import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest, WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { CaptureQuery, EXPORT_PAGE, finiteOrUndefined } from "./capture-query.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
-import { recordHeader, WAL_FILES } from "./capture-journal.ts";
+import { HEADER_BYTES, WAL_FILES, writeRecordHeader } from "./capture-journal.ts";
 
 /** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
 const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
+/** The write-ahead queue's buffer to start with; one grown past WAL_BUF_KEEP_BYTES (a burst) is let go after its flush. */
+const WAL_BUF_BYTES = 256 * 1024;
+const WAL_BUF_KEEP_BYTES = 4 * 1024 * 1024;
 
 /** The main thread's two write-ahead files (see the durability note above). */
 interface Wal {
@@ -783,7 +786,9 @@ export class CaptureStore {
     }
   }
 
-  private walParts: Uint8Array[] = [];
+  /** The write-ahead queue: records appended in place (walLen bytes), written with one write() per flush. */
+  private walBuf: Buffer = Buffer.allocUnsafe(WAL_BUF_BYTES);
+  private walLen = 0;
   private walMax = 0;
   private walDone: Promise<void> | null = null;
   private walResolve: (() => void) | null = null;
@@ -795,9 +800,17 @@ export class CaptureStore {
    */
   private walAppend(id: number): void {
     const payload = this.pending.lastEntry();
-    // a copy (Buffer#slice would be a view): the ring run may be reused, or a batch buffer of its own transferred
-    // to the writer (detached), before the queue is written
-    this.walParts.push(recordHeader(payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE), new Uint8Array(payload));
+    // copied into the queue's buffer (a view would not do: the ring run may be reused, or a batch buffer of its own
+    // transferred to the writer (detached), before the queue is written); no allocation per entry
+    const need = this.walLen + HEADER_BYTES + payload.byteLength;
+    if (need > this.walBuf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, this.walBuf.length * 2));
+      grown.set(this.walBuf.subarray(0, this.walLen));
+      this.walBuf = grown;
+    }
+    writeRecordHeader(this.walBuf, this.walLen, payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
+    this.walBuf.set(payload, this.walLen + HEADER_BYTES);
+    this.walLen = need;
     this.walMax = id;
     if (this.walDone === null) {
       this.walDone = new Promise<void>((r) => (this.walResolve = r));
@@ -820,10 +833,10 @@ export class CaptureStore {
     const resolve = this.walResolve;
     this.walDone = null;
     this.walResolve = null;
-    const parts = this.walParts;
-    this.walParts = [];
+    const len = this.walLen;
+    this.walLen = 0;
     const w = this.wal;
-    if (w !== null && parts.length > 0) {
+    if (w !== null && len > 0) {
       if (w.size[w.cur] > WAL_ROTATE_BYTES) {
         const other = (1 - w.cur) as 0 | 1;
         if (w.maxId[other] <= w.journaled) {
@@ -834,10 +847,10 @@ export class CaptureStore {
       const fd = w.fds[w.cur];
       const pos = w.size[w.cur];
       try {
-        const all = Buffer.concat(parts);
+        const all = this.walBuf;
         let done = 0;
-        while (done < all.byteLength) done += writeSync(fd, all, done, all.byteLength - done, pos + done);
-        w.size[w.cur] = pos + all.byteLength;
+        while (done < len) done += writeSync(fd, all, done, len - done, pos + done);
+        w.size[w.cur] = pos + len;
         w.maxId[w.cur] = this.walMax;
       } catch (e) {
         // a disk that refuses the write: the entries still go to the writer; a partial record ends the file
@@ -847,6 +860,7 @@ export class CaptureStore {
         this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
       }
     }
+    if (this.walBuf.length > WAL_BUF_KEEP_BYTES) this.walBuf = Buffer.allocUnsafe(WAL_BUF_BYTES);
     resolve?.();
   }
 
@@ -894,7 +908,7 @@ export class CaptureStore {
     this.pending.discard();
     // what the write-ahead files hold is cleared too (a crash must not bring it back)
     if (this.wal) {
-      this.walParts = [];
+      this.walLen = 0;
       this.walTruncate(0);
       this.walTruncate(1);
     }
