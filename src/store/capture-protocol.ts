@@ -63,6 +63,11 @@ export type WriterRequest =
   /** Write the journal's backlog into SQLite now (a reader waits for it); answered by progress replies. */
   | { t: "hurry" }
   /**
+   * The main thread has opened its own connections to the file: the background probe may start (it may move a
+   * damaged file aside, and the path must not be missing while the main thread opens it).
+   */
+  | { t: "probe" }
+  /**
    * A reader met a damaged page (or a test asks): every table is read now (the rest of the background probe) and,
    * if damage shows, the file is moved aside and salvaged (a "recovered" message, then the reply: value true).
    */

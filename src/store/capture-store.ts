@@ -134,6 +134,8 @@ interface ReadInFlight {
 export class CaptureStore {
   /** Where a corrupt database file was moved at open (`<path>.corrupt-<ms>`), else null. */
   recoveredFrom: string | null = null;
+  /** How many times the file was found damaged while running and replaced (see retryIfDamaged). */
+  private recoveries = 0;
   /** With recoveredFrom: entries read back from the corrupt file, and ids that could not be read. */
   salvage: { saved: number; lost: number } | null = null;
   /** The database file was there but empty (0 bytes) at open: the capture started empty. */
@@ -241,6 +243,11 @@ export class CaptureStore {
       // not waited for: start-up does not wait for a second worker; queries run here until it is ready
       s.readerStarting = s.startReader(readerBoot);
       s.openWal();
+      // only once this thread and the reader Worker have their connections may the writer's background probe move a
+      // damaged file aside (a connection opened while the path is missing fails)
+      void s.readerStarting.finally(() => {
+        if (!s.closed) s.worker?.postMessage({ t: "probe" } satisfies WriterRequest);
+      });
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
@@ -556,6 +563,7 @@ export class CaptureStore {
 
   /** The writer found damage while running, moved the file aside and salvaged it: the readers open the new file. */
   private onRecovered(m: Extract<WriterReply, { t: "recovered" }>): void {
+    this.recoveries++;
     this.recoveredFrom = m.recoveredFrom;
     this.salvage = m.salvage;
     this.stored = m.stored;
@@ -593,8 +601,19 @@ export class CaptureStore {
   private async retryIfDamaged<T>(e: unknown, again: () => Promise<T> | T): Promise<T> {
     const code = (e as { code?: unknown } | null)?.code;
     if ((code !== "SQLITE_CORRUPT" && code !== "SQLITE_NOTADB") || this.closed || this.dead) throw e;
-    if (!(await this.checkIntegrity())) throw e;
+    // The writer's background probe may have met the same damage and replaced the file while this read ran (or
+    // while the check below waited behind that recovery): then the check finds nothing, and the read is made again.
+    const began = (e as { storeRecoveries?: unknown }).storeRecoveries;
+    const replaced = () => typeof began === "number" && began !== this.recoveries;
+    if (replaced()) return again();
+    if (!(await this.checkIntegrity()) && !replaced()) throw e;
     return again();
+  }
+
+  /** Marks a failed read with how many recoveries had happened when it began (see retryIfDamaged). */
+  private stamp(e: unknown, recoveries: number): unknown {
+    if (e !== null && typeof e === "object") (e as { storeRecoveries?: number }).storeRecoveries = recoveries;
+    return e;
   }
 
   private checkCaughtUp(): void {
@@ -1022,10 +1041,17 @@ export class CaptureStore {
    */
   private read<T>(msg: DistributiveOmit<Exclude<ReaderRequest, { t: "open" | "reopen" | "close" }>, "seq">, local: (db: Database) => T): Promise<T> {
     const w = this.readerWorker;
-    if (!w) return Promise.resolve().then(() => local(this.db));
+    const began = this.recoveries;
+    if (!w)
+      return Promise.resolve()
+        .then(() => local(this.db))
+        .catch((e) => {
+          throw this.stamp(e, began);
+        });
     const seq = ++this.readerSeq;
     return new Promise<T>((resolve, reject) => {
-      this.readerPending.set(seq, { resolve: resolve as (v: unknown) => void, reject, local: local as (db: Database) => unknown });
+      const fail = (e: unknown) => reject(this.stamp(e, began));
+      this.readerPending.set(seq, { resolve: resolve as (v: unknown) => void, reject: fail, local: local as (db: Database) => unknown });
       if (this.readerPending.size === 1) w.ref();
       w.postMessage({ ...msg, seq } as ReaderRequest);
     });
@@ -1056,10 +1082,11 @@ export class CaptureStore {
       this.hurry();
       await this.waitAcked(id);
     }
+    const began = this.recoveries;
     try {
       return this.query.get(this.db, id);
     } catch (e) {
-      return this.retryIfDamaged(e, () => this.query.get(this.db, id));
+      return this.retryIfDamaged(this.stamp(e, began), () => this.query.get(this.db, id));
     }
   }
 

@@ -47,6 +47,8 @@ let indexing = true;
 let lastBatchAt = -Infinity;
 let indexTimer: ReturnType<typeof setTimeout> | null = null;
 let probeTimer: ReturnType<typeof setTimeout> | null = null;
+/** Set once the main thread has opened its connections (a "probe" message): the probe waits until then. */
+let probeAllowed = false;
 let materializeTimer: ReturnType<typeof setTimeout> | null = null;
 /** materializeTimer is a step due at once (not one waiting for the traffic to pause). */
 let materializeSoon = false;
@@ -135,7 +137,7 @@ function checkNow(): boolean {
 
 /** The background probe: a step at a time, only while no traffic flows and nothing else waits. */
 function scheduleProbe(): void {
-  if (probeTimer !== null || !writer || !writer.probing || journal?.queue.length) return;
+  if (!probeAllowed || probeTimer !== null || !writer || !writer.probing || journal?.queue.length) return;
   probeTimer = setTimeout(probeStep, busy() ? busyWindowMs : 0);
 }
 
@@ -336,6 +338,11 @@ function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
 
 function handle(m: WriterRequest): void {
   if (m.t === "open") return open(m);
+  if (m.t === "probe") {
+    probeAllowed = true;
+    scheduleProbe();
+    return;
+  }
   if (m.t === "hurry") {
     hurryUpto = Math.max(hurryUpto, lastSeenId);
     scheduleMaterialize();
