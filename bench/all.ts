@@ -151,6 +151,9 @@ if (want("store")) {
     row("store", "fill rate of the writer", ">= 15k/s", r.fill_per_s!, (v) => `${(v / 1000).toFixed(1)}k/s`, (v) => v >= 15_000);
     row("store", "search index lag after the fill", "< 5 s", r.index_lag_s!, (v) => `${v.toFixed(1)} s`, (v) => v < 5);
     row("store", "longest event-loop stall, writer at capacity", "< 20 ms", r.stall_max_ms!, ms, (v) => v < 20);
+    row("store", "  of it: main thread on a core (tapwire's work, GC)", "-", r.stall_on_core_ms ?? null, ms, null);
+    row("store", "  of it: main thread waiting for a core (the machine's load)", "-", r.stall_runqueue_ms ?? null, ms, null);
+    row("store", "  of it: main thread asleep or blocked (a system call, a lock, the timer)", "-", r.stall_blocked_ms ?? null, ms, null);
     row("store", "longest event-loop stall, scanning searches running", "< 20 ms", r.search_stall_max_ms ?? null, ms, (v) => v < 20);
     row("store", `RSS after the query mix ${at} (20k bench entries in memory)`, "< 300 MiB", r.rss_mib!, mib, (v) => v < 300);
     row("store", "disk per entry (bench body mix)", "<= 2 KB", r.bytes_per_entry!, (v) => `${(v / 1024).toFixed(2)} KB`, (v) => v <= 2048);

@@ -13,8 +13,15 @@
  * and ends with a line `RESULT {json}` (read by bench/all.ts).
  *
  *   node_modules/.bin/bun bench/store-bench.ts [entries] [keep-dir]
+ *   node_modules/.bin/bun bench/store-bench.ts 1000000 /tmp/kept --stall-only [rounds]
+ *
+ * The second form fills the kept store only the first time (it reopens it after that), then measures the stall
+ * at capacity `rounds` times, then again after a few reads, with the main thread's heap figures: for repeated
+ * stall measurements at a size that takes minutes to fill. On Linux, each stall figure says how much of the
+ * longest gap the main thread spent on a core (tapwire's own work, GC) and waiting for one (the machine's other
+ * threads and processes had both cores): /proc/<pid>/task/<pid>/schedstat.
  */
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -171,21 +178,54 @@ function addCost(store: CaptureStore, entries: NewEntry[], n: number): number {
   return (Bun.nanoseconds() - t0) / 1e3 / n;
 }
 
+/** The main thread's [ms on a core, ms waiting for one] so far (/proc/<pid>/task/<pid>/schedstat), or null. */
+function schedReader(): (() => number[]) | null {
+  const path = `/proc/${process.pid}/task/${process.pid}/schedstat`;
+  try {
+    readFileSync(path);
+  } catch {
+    return null;
+  }
+  return () => readFileSync(path, "latin1").split(" ").slice(0, 2).map((v) => Number(v) / 1e6);
+}
+
+function schedText(s: number[] | null, gap: number): string {
+  if (!s) return "no scheduler figures here";
+  return `${s[0]!.toFixed(1)} ms on a core, ${s[1]!.toFixed(1)} ms waiting for one, ${Math.max(0, gap - s[0]! - s[1]!).toFixed(1)} ms asleep or blocked`;
+}
+
 /**
  * Writes `n` entries as fast as the main thread allows, 100 per event-loop turn, while a 1 ms setInterval
  * records how late it fires: the largest gap is the longest the event loop was blocked.
  */
-async function stall(store: CaptureStore, entries: NewEntry[], n: number): Promise<{ maxGap: number; p99Gap: number; writeMs: number; ackMs: number }> {
+async function stall(store: CaptureStore, entries: NewEntry[], n: number): Promise<{ maxGap: number; p99Gap: number; writeMs: number; ackMs: number; maxAddMs: number; maxGapAt: number; maxGapSched: number[] | null }> {
   const gaps: number[] = [];
   let last = performance.now();
+  let maxGapAt = 0;
+  let maxGap = 0;
+  // the main thread's scheduler figures (Linux), to tell, for the longest gap, time it ran (its own work or GC)
+  // from time it waited for a core (run queue: other threads and processes had them) and time it was blocked
+  const sched = schedReader();
+  let lastSched = sched?.() ?? [0, 0];
+  let maxGapSched = [0, 0];
   const iv = setInterval(() => {
     const now = performance.now();
+    const ss = sched?.() ?? [0, 0];
+    if (now - last > maxGap) {
+      maxGap = now - last;
+      maxGapAt = now - t0;
+      maxGapSched = [ss[0]! - lastSched[0]!, ss[1]! - lastSched[1]!];
+    }
+    lastSched = ss;
     gaps.push(now - last);
     last = now;
   }, 1);
   const t0 = performance.now();
+  let maxAddMs = 0; // the longest run of 100 add() (the store's own synchronous work on this thread)
   for (let i = 0; i < n; i += 100) {
+    const ta = performance.now();
     for (let j = i; j < Math.min(n, i + 100); j++) store.add(entries[j % entries.length]!);
+    maxAddMs = Math.max(maxAddMs, performance.now() - ta);
     await new Promise((r) => setImmediate(r));
   }
   const writeMs = performance.now() - t0;
@@ -193,11 +233,16 @@ async function stall(store: CaptureStore, entries: NewEntry[], n: number): Promi
   const ackMs = performance.now() - t0;
   clearInterval(iv);
   gaps.sort((a, b) => a - b);
-  return { maxGap: gaps[gaps.length - 1]!, p99Gap: pct(gaps, 99), writeMs, ackMs };
+  return { maxGap: gaps[gaps.length - 1]!, p99Gap: pct(gaps, 99), writeMs, ackMs, maxAddMs, maxGapAt, maxGapSched: sched ? maxGapSched : null };
 }
 
 // a second argument: keep the database in that directory (to measure a reopen later, e.g. after a change)
-const KEEP = process.argv[3];
+const KEEP = process.argv[3]?.startsWith("--") ? undefined : process.argv[3];
+// `--stall-only [rounds]` (with a keep-dir): fill only if the kept store holds fewer than N entries, then measure
+// the event-loop stall at capacity `rounds` times (default 3) with the heap figures around it, and stop
+const STALL_AT = process.argv.indexOf("--stall-only");
+const STALL_ONLY = STALL_AT > 0 && KEEP !== undefined;
+const STALL_ROUNDS = Number(process.argv[STALL_AT + 1]) || 3;
 const dir = KEEP ?? mkdtempSync(join(tmpdir(), "tapwire-store-bench-"));
 try {
   const dbPath = join(dir, "capture.db");
@@ -211,7 +256,9 @@ try {
   let fillMs = 0;
   let fillMainMs = 0;
   let chunk: NewEntry[] = [];
-  for (let i = 0; i < N; i += 1000) {
+  const skipFill = STALL_ONLY && store.count() >= N;
+  if (skipFill) for (let j = 0; j < 20_000; j++) entries.push(makeEntry(j, now));
+  for (let i = skipFill ? N : 0; i < N; i += 1000) {
     if (i % 10_000 === 0) {
       const tg = Bun.nanoseconds();
       chunk = [];
@@ -228,11 +275,42 @@ try {
     fillMs += (Bun.nanoseconds() - tm) / 1e6;
   }
   chunk = [];
-  console.log(`generated ${N} entries in ${(genMs / 1000).toFixed(1)} s (not counted in the fill)`);
+  if (!skipFill) console.log(`generated ${N} entries in ${(genMs / 1000).toFixed(1)} s (not counted in the fill)`);
   const ti = Bun.nanoseconds();
   await store.waitIndexed();
   const indexedMs = fillMs + (Bun.nanoseconds() - ti) / 1e6;
   const afterFill = await store.writerStatus();
+
+  if (STALL_ONLY) {
+    const { heapStats } = await import("bun:jsc");
+    const mib = (b: number) => (b / 1048576).toFixed(0);
+    const heap = () => {
+      const h = heapStats();
+      const m = process.memoryUsage();
+      return `heap ${mib(h.heapSize)} MiB (${h.objectCount.toLocaleString("en")} objects), external ${mib(m.external)} MiB, rss ${mib(m.rss)} MiB`;
+    };
+    console.log(`store holds ${store.count()} (filled now: ${!skipFill}); before: ${heap()}`);
+    for (let r = 0; r < STALL_ROUNDS * 2; r++) {
+      if (r === STALL_ROUNDS) {
+        // then the same after reads like the full run's (get(id) on this thread, pages and searches in the reader)
+        const top = (await store.list({ limit: 1 })).items[0]!.id;
+        for (let k = 0; k < 200; k++) await store.get(top - ((k * 7919) % N));
+        for (let k = 0; k < 20; k++) await store.list({ host: "api" });
+        for (let k = 0; k < 5; k++) await store.list({ search: RARE_WORD });
+        await store.list({ search: "invoice" });
+        await store.list({ search: "zq" });
+        console.log(`after get(id) x200, 20 host pages, 7 searches: ${heap()}`);
+      }
+      const tg = performance.now();
+      Bun.gc(true);
+      const gcMs = performance.now() - tg;
+      const s1 = await stall(store, entries, 20_000);
+      await store.waitIndexed();
+      console.log(`stall round ${r + 1}: max gap ${s1.maxGap.toFixed(1)} ms at ${s1.maxGapAt.toFixed(0)} ms, p99 ${s1.p99Gap.toFixed(1)} ms, (main thread in it: ${schedText(s1.maxGapSched, s1.maxGap)}), longest 100 add() ${s1.maxAddMs.toFixed(1)} ms, added in ${(s1.writeMs / 1000).toFixed(2)} s, acked ${(s1.ackMs / 1000).toFixed(2)} s; full GC before it ${gcMs.toFixed(0)} ms; ${heap()}`);
+    }
+    await store.close();
+    process.exit(0);
+  }
 
   const lastId = (await store.list({ limit: 1 })).items[0]!.id;
   const hostFragments = ["api", "github", "example", "amazonaws", "stripe", "google", "slack", "localhost"];
@@ -327,7 +405,7 @@ try {
   console.log(`fill: ${N} add() in ${(fillMs / 1000).toFixed(2)} s = ${Math.round(N / (fillMs / 1000)).toLocaleString("en")} entries/s written (decode + insert; main thread busy ${(fillMainMs / 1000).toFixed(2)} s), indexed after ${(indexedMs / 1000).toFixed(2)} s`);
   console.log(`writer during fill: ${afterFill.batches} batches, avg ${(afterFill.batchMsTotal / afterFill.batches).toFixed(1)} ms, max ${afterFill.batchMsMax.toFixed(1)} ms; ${afterFill.indexSteps} index steps, max ${afterFill.indexMsMax.toFixed(1)} ms, ${Math.round(afterFill.indexedRows / (afterFill.indexMsTotal / 1000)).toLocaleString("en")} entries/s indexed`);
   console.log(`add() on the main thread (postMessage included, at capacity): p50 ${pct(addUs, 50).toFixed(2)} µs/entry, worst of 5 runs ${addUs[addUs.length - 1]!.toFixed(2)} µs/entry`);
-  console.log(`event-loop stall while 20,000 entries are written: max gap ${st.maxGap.toFixed(1)} ms, p99 gap ${st.p99Gap.toFixed(1)} ms (1 ms interval); added in ${(st.writeMs / 1000).toFixed(2)} s, all acknowledged after ${(st.ackMs / 1000).toFixed(2)} s`);
+  console.log(`event-loop stall while 20,000 entries are written: max gap ${st.maxGap.toFixed(1)} ms (main thread in it: ${schedText(st.maxGapSched, st.maxGap)}), p99 gap ${st.p99Gap.toFixed(1)} ms (1 ms interval); added in ${(st.writeMs / 1000).toFixed(2)} s, all acknowledged after ${(st.ackMs / 1000).toFixed(2)} s`);
   console.log(`event-loop stall while 3 scanning searches run (reader worker): max gap ${searchStall.toFixed(1)} ms (1 ms interval)`);
   console.log(`index backlog of 10,000 caught up in ${(catchUpMs / 1000).toFixed(2)} s; writer totals: ${ws.batches} batches (max ${ws.batchMsMax.toFixed(1)} ms), ${ws.indexSteps} index steps (max ${ws.indexMsMax.toFixed(1)} ms)`);
   console.log();
@@ -350,6 +428,10 @@ try {
     filtered_p50_ms: filtered.p50,
     search_p50_ms: search.p50,
     stall_max_ms: st.maxGap,
+    // of the longest gap: the main thread's time on a core (tapwire's work, GC) and waiting for one (the machine)
+    stall_on_core_ms: st.maxGapSched?.[0] ?? null,
+    stall_runqueue_ms: st.maxGapSched?.[1] ?? null,
+    stall_blocked_ms: st.maxGapSched ? Math.max(0, st.maxGap - st.maxGapSched[0]! - st.maxGapSched[1]!) : null,
     search_stall_max_ms: searchStall,
     rss_mib: rssAfterQueries / 1048576,
     bytes_per_entry: size / count,
