@@ -164,11 +164,11 @@ export class H2UpstreamPool {
 
   /**
    * Opens one stream on the origin's session and leaves the request body to the caller (`endStream`: there is
-   * none). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
+   * none; `waitForTrailers`: the body ends with trailers sent on 'wantTrailers'). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
    * (synchronously) when the session cannot open a stream any more.
    */
-  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
-    const stream = session.request(headerObject(fields), { endStream, signal } as http2.ClientSessionRequestOptions);
+  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal, waitForTrailers = false): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
+    const stream = session.request(headerObject(fields), { endStream, signal, waitForTrailers: waitForTrailers && !endStream } as http2.ClientSessionRequestOptions);
     stream.on("error", () => {}); // a stream error is reported by the promises below, however often it is emitted
     const trailers = new Promise<HeaderList>((resolve, reject) => {
       let got: HeaderList = [];
