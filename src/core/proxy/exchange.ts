@@ -428,12 +428,13 @@ export abstract class Exchange implements UpstreamOwner {
     this.resHead = null;
     this.resDecoder = null;
     // a response that ended with its head (a gRPC trailers-only answer, say) has no body either
-    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || (stream as { endAfterHeaders?: boolean }).endAfterHeaders === true;
+    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || res.headOnly;
     const cl = noBody ? undefined : getHeader(res.headers, "content-length");
     // a known length frames the body for HTTP/1 clients; the body ends when the stream does either way
     this.resFraming = noBody ? { kind: "none" } : cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? { kind: "length", length: Number(cl.trim()) } : { kind: "close" };
     this.resState = "hooks";
     stream.on("data", (d: Uint8Array) => this.onUpstreamData(d));
+    stream.resume(); // openStream left it paused (see there); hooks pause it again through onUpstreamData
     this.h2Reading = true;
     this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
   }

@@ -126,7 +126,8 @@ export class H2StreamExchange extends Exchange {
     const stream = this.stream;
     const cl = getHeader(req.headers, "content-length");
     const len = cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? Number(cl.trim()) : -1;
-    const ended = stream.readableEnded || (stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true;
+    // endAfterHeaders (Bun 1.4.5): the client's side ended, possibly after DATA already buffered (see onH2Response)
+    const ended = stream.readableEnded || ((stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true && stream.readableLength === 0);
     const hasBody = !ended && len !== 0;
     this.reqFraming = !hasBody ? { kind: "none" } : len > 0 ? ({ kind: "length", length: len } as Framing) : ({ kind: "chunked" } as Framing);
     this.reqDecoder = hasBody ? { done: false } : null;
