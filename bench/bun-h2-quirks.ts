@@ -17,7 +17,7 @@ import net from "node:net";
 import { Duplex } from "node:stream";
 
 const srv = http2.createServer();
-srv.on("stream", (s, h) => {
+srv.on("stream", (s: http2.ServerHttp2Stream, h) => {
   if (h[":path"] === "/head-only") return s.respond({ ":status": 204 }, { endStream: true });
   s.respond({ ":status": 200 });
   s.end("hello world");

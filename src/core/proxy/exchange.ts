@@ -5,7 +5,7 @@ import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
 import { h1RequestToH2, trailerFields } from "../http2/headers.ts";
 import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { constants as h2constants } from "node:http2";
-import type { H2Response, H2UpstreamPool } from "./h2-upstream.ts";
+import { headerList, type H2Response, type H2UpstreamPool } from "./h2-upstream.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
@@ -365,6 +365,8 @@ export abstract class Exchange implements UpstreamOwner {
       timing.reused = info.streams++ > 0;
     }
     flow.extra.upstream_h2_stream_id = stream.id ?? null;
+    this.interim = 0;
+    stream.on("headers", (h) => this.onH2Interim(flow, stream, h));
     this.resState = "head";
     this.resBuf = EMPTY;
     const idleSec = this.ctx.pool.opts.idleTimeoutSec;
@@ -437,6 +439,19 @@ export abstract class Exchange implements UpstreamOwner {
     stream.resume(); // openStream left it paused (see there); hooks pause it again through onUpstreamData
     this.h2Reading = true;
     this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
+  }
+
+  /** An interim (1xx) head from the origin's stream: relayed as from an HTTP/1 origin (see parseResponse). */
+  private onH2Interim(flow: Flow, stream: ClientHttp2Stream, h: Record<string, string | string[] | undefined>): void {
+    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed" || this.resHeadSent) return;
+    const status = Number(h[":status"]);
+    if (!(status >= 100 && status < 200) || status === 101) return;
+    if (++this.interim > MAX_INTERIM) {
+      flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
+      return this.failWith502(flow, flow.error);
+    }
+    if (status === 100 && flow.request.body !== null) return; // the body went whole: nobody waits for a 100
+    this.sendInterim({ version: "HTTP/1.1", status, reason: statusReason(status), headers: headerList(h as Parameters<typeof headerList>[0]) });
   }
 
   /** The origin's stream ended (with these trailers): the response is complete once its body went out. */

@@ -3,7 +3,7 @@
  * node:http2 client and origin, a raw HTTP/1.1 client that writes and reads chunked trailer sections itself, and
  * a raw HTTP/1.1 TLS origin that does the same. Request trailers (h2 client -> h2 / h1 origin, h1 client -> h2 /
  * h1 origin) and response trailers (h2 origin -> h1 client, h1 chunked origin -> h2 / h1 client), each recorded
- * in the entry (req_trailers, res_trailers).
+ * in the entry (req_trailers, res_trailers). And interim (1xx) responses to HTTP/2 clients: 103 relayed, 100 not.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http2 from "node:http2";
@@ -65,6 +65,7 @@ beforeAll(async () => {
       const body = Buffer.concat(parts).toString();
       const out = Buffer.from(JSON.stringify({ body, trailers: reqTrailers }));
       const withLength = String(headers[":path"]).includes("cl=1");
+      if (String(headers[":path"]).startsWith("/early")) stream.additionalHeaders({ ":status": 103, link: "</h2.css>; rel=preload" });
       stream.respond({ ":status": 200, "content-type": "application/json", trailer: "x-sum", ...(withLength ? { "content-length": String(out.length) } : {}) }, { waitForTrailers: true });
       stream.on("wantTrailers", () => stream.sendTrailers({ "x-sum": String(body.length) }));
       stream.end(out);
@@ -99,6 +100,8 @@ beforeAll(async () => {
           rest = rest.slice(n);
         }
         got = rest;
+        // interim responses first: 100 Continue (for tapwire to handle) and 103 Early Hints (to relay)
+        if (head.includes(" /interim")) sock.write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </h1.css>; rel=preload\r\n\r\n");
         const out = JSON.stringify({ body, trailers });
         sock.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\ntrailer: x-sum\r\n\r\n${out.length.toString(16)}\r\n${out}\r\n0\r\nx-sum: ${body.length}\r\n\r\n`);
       }
@@ -275,5 +278,51 @@ describe("trailers through the proxy", () => {
     const e = await entryFor("/h1h1");
     expect(e.req_trailers).toEqual([["X-Req-Sum", "5"]]);
     expect(e.res_trailers).toEqual([["x-sum", "5"]]);
+  });
+});
+
+/** A request whose interim (1xx) heads are collected ('headers' events) besides the final response. */
+function h2WithInterim(s: http2.ClientHttp2Session, path: string, body: string): Promise<{ interim: http2.IncomingHttpHeaders[]; status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = s.request({ ":method": "POST", ":path": path, "content-type": "text/plain" });
+    const interim: http2.IncomingHttpHeaders[] = [];
+    let status = 0;
+    const parts: Buffer[] = [];
+    req.on("headers", (h) => interim.push(h));
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.on("data", (c: Buffer) => parts.push(c));
+    req.on("end", () => resolve({ interim, status, body: Buffer.concat(parts).toString() }));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+describe("interim (1xx) responses to HTTP/2 clients", () => {
+  test("103 Early Hints from an HTTP/2 origin is relayed before the final response", async () => {
+    const s = await h2Session(h2port);
+    try {
+      const r = await h2WithInterim(s, "/early-h2", "abc");
+      expect(r.interim.map((h) => Number(h[":status"]))).toEqual([103]);
+      expect(r.interim[0]!.link).toBe("</h2.css>; rel=preload");
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body).body).toBe("abc");
+    } finally {
+      s.close();
+    }
+  });
+
+  test("from an HTTP/1.1 origin: 100 Continue is handled by tapwire (not relayed), 103 is relayed with its fields", async () => {
+    const s = await h2Session(h1port);
+    try {
+      const r = await h2WithInterim(s, "/interim-h1", "abc");
+      expect(r.interim.map((h) => Number(h[":status"]))).toEqual([103]);
+      expect(r.interim[0]!.link).toBe("</h1.css>; rel=preload");
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body).body).toBe("abc");
+    } finally {
+      s.close();
+    }
+    const e = await entryFor("/interim-h1");
+    expect(e.status_code).toBe(200);
   });
 });
