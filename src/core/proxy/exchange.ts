@@ -1,11 +1,11 @@
 import { ChunkedDecoder, LengthDecoder, parseResponseHead, responseFraming } from "../http1/parse.ts";
-import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, statusReason } from "../http1/serialize.ts";
+import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeTrailers, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
-import { h1RequestToH2 } from "../http2/headers.ts";
+import { h1RequestToH2, trailerFields } from "../http2/headers.ts";
 import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { constants as h2constants } from "node:http2";
-import type { H2Response } from "./h2-upstream.ts";
+import { headerList, type H2Response, type H2UpstreamPool } from "./h2-upstream.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
@@ -84,6 +84,10 @@ export abstract class Exchange implements UpstreamOwner {
   protected upstreamEnded = false;
   /** Trailers of the response (from an HTTP/2 origin), for a client that can take them. */
   protected resTrailers: HeaderList | null = null;
+  /** Trailers of the request body (HTTP/1 chunked trailer section, or an HTTP/2 client's trailing HEADERS), once it ended. */
+  protected reqTrailers: HeaderList | null = null;
+  /** The request trailers to send on the origin's HTTP/2 stream when it asks for them ('wantTrailers'). */
+  private h2ReqTrailers: { fields: HeaderList } | null = null;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -160,6 +164,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.resParts = [];
     this.resPartsSize = 0;
     this.resTrailers = null;
+    this.reqTrailers = null;
     this.upstreamEnded = false;
     this.reqState = "hooks";
     this.after(this.ctx.pipeline.run("requestHeaders", flow), () => this.afterRequestHeaders(flow));
@@ -216,6 +221,7 @@ export abstract class Exchange implements UpstreamOwner {
    * addon, or streamed to upstream with backpressure.
    */
   protected requestBodyData(flow: Flow, data: Uint8Array[], done: boolean): void {
+    if (done && this.reqTrailers !== null && this.reqTrailers.length) flow.extra.req_trailers = this.reqTrailers;
     if (this.reqState === "collect") {
       for (const p of data) {
         this.reqPartsSize += p.length;
@@ -244,7 +250,8 @@ export abstract class Exchange implements UpstreamOwner {
       ok = (this.reqChunkedOut ? writeChunk(up.ep, p) : up.ep.write(p)) && ok;
     }
     if (done) {
-      if (this.reqChunkedOut) up.ep.write(LAST_CHUNK);
+      // the trailer section goes on when the body goes upstream chunked (a length-framed body has no place for it)
+      if (this.reqChunkedOut) up.ep.write(this.reqTrailers !== null && this.reqTrailers.length ? trailerSection(this.reqTrailers) : LAST_CHUNK);
       this.reqDecoder = null;
       this.reqState = "done";
       if (flow.capture) flow.timing.sent = performance.now();
@@ -320,7 +327,7 @@ export abstract class Exchange implements UpstreamOwner {
     const r = flow.request;
     const body = r.body;
     let fields: HeaderList;
-    let opened;
+    let opened: ReturnType<H2UpstreamPool["openStream"]>;
     try {
       fields = h1RequestToH2({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
       if (body !== null) {
@@ -328,7 +335,20 @@ export abstract class Exchange implements UpstreamOwner {
         fields = fields.filter(([k]) => k !== "content-length" && k !== "expect");
         if (body.length > 0 || methodHasBody(r.method)) fields.push(["content-length", String(body.length)]);
       }
-      opened = this.ctx.h2pool!.openStream(session, fields, body === null && this.reqDecoder === null);
+      // a body still to come may end with trailers: the stream then ends with them (none: an empty DATA frame ends it)
+      const mayTrail = this.reqDecoder !== null || (body !== null && this.reqTrailers !== null && this.reqTrailers.length > 0);
+      opened = this.ctx.h2pool!.openStream(session, fields, body === null && this.reqDecoder === null, undefined, mayTrail);
+      if (mayTrail) {
+        const box = { fields: body !== null ? trailerFields(this.reqTrailers ?? []) : [] };
+        if (body === null) this.h2ReqTrailers = box;
+        opened.stream.once("wantTrailers", () => {
+          try {
+            opened.stream.sendTrailers(headerObject(box.fields));
+          } catch {
+            // the stream is gone (reset); its error reaches the exchange on its own
+          }
+        });
+      }
     } catch (e) {
       flow.error = `cannot send the request over HTTP/2: ${(e as Error).message}`;
       return this.failWith502(flow, flow.error);
@@ -345,6 +365,8 @@ export abstract class Exchange implements UpstreamOwner {
       timing.reused = info.streams++ > 0;
     }
     flow.extra.upstream_h2_stream_id = stream.id ?? null;
+    this.interim = 0;
+    stream.on("headers", (h) => this.onH2Interim(flow, stream, h));
     this.resState = "head";
     this.resBuf = EMPTY;
     const idleSec = this.ctx.pool.opts.idleTimeoutSec;
@@ -386,6 +408,8 @@ export abstract class Exchange implements UpstreamOwner {
       ok = stream.write(p) && ok;
     }
     if (done) {
+      if (this.h2ReqTrailers !== null && this.reqTrailers !== null) this.h2ReqTrailers.fields = trailerFields(this.reqTrailers);
+      this.h2ReqTrailers = null;
       stream.end();
       this.reqDecoder = null;
       this.reqState = "done";
@@ -406,14 +430,28 @@ export abstract class Exchange implements UpstreamOwner {
     this.resHead = null;
     this.resDecoder = null;
     // a response that ended with its head (a gRPC trailers-only answer, say) has no body either
-    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || (stream as { endAfterHeaders?: boolean }).endAfterHeaders === true;
+    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || res.headOnly;
     const cl = noBody ? undefined : getHeader(res.headers, "content-length");
     // a known length frames the body for HTTP/1 clients; the body ends when the stream does either way
     this.resFraming = noBody ? { kind: "none" } : cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? { kind: "length", length: Number(cl.trim()) } : { kind: "close" };
     this.resState = "hooks";
     stream.on("data", (d: Uint8Array) => this.onUpstreamData(d));
+    stream.resume(); // openStream left it paused (see there); hooks pause it again through onUpstreamData
     this.h2Reading = true;
     this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
+  }
+
+  /** An interim (1xx) head from the origin's stream: relayed as from an HTTP/1 origin (see parseResponse). */
+  private onH2Interim(flow: Flow, stream: ClientHttp2Stream, h: Record<string, string | string[] | undefined>): void {
+    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed" || this.resHeadSent) return;
+    const status = Number(h[":status"]);
+    if (!(status >= 100 && status < 200) || status === 101) return;
+    if (++this.interim > MAX_INTERIM) {
+      flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
+      return this.failWith502(flow, flow.error);
+    }
+    if (status === 100 && flow.request.body !== null) return; // the body went whole: nobody waits for a 100
+    this.sendInterim({ version: "HTTP/1.1", status, reason: statusReason(status), headers: headerList(h as Parameters<typeof headerList>[0]) });
   }
 
   /** The origin's stream ended (with these trailers): the response is complete once its body went out. */
@@ -697,6 +735,11 @@ export abstract class Exchange implements UpstreamOwner {
       data = out.data;
       done = out.done;
       if (out.rest && out.rest.length) this.upstreamReusable = false;
+      // a chunked body's trailer section: recorded, and relayed where the client's framing has room for it
+      if (done && this.resDecoder instanceof ChunkedDecoder && this.resDecoder.trailers.length) {
+        this.resTrailers = this.resDecoder.trailers;
+        flow.extra.res_trailers = this.resTrailers;
+      }
     } else {
       data = [d]; // read until close
       done = false;
@@ -953,6 +996,22 @@ function h2ConnInfo(session: ClientHttp2Session): H2ConnInfo {
     h2Conns.set(session, c);
   }
   return c;
+}
+
+/** The last chunk with these trailers (the ones a trailer section may carry) and the empty line. */
+export function trailerSection(trailers: HeaderList): Uint8Array {
+  const t = trailerFields(trailers);
+  return t.length ? serializeTrailers(t) : LAST_CHUNK;
+}
+
+/** Ordered fields as node's header object (repeated names become arrays). */
+function headerObject(fields: HeaderList): Record<string, string | string[]> {
+  const o: Record<string, string | string[]> = {};
+  for (const [k, v] of fields) {
+    const prev = o[k];
+    o[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return o;
 }
 
 function methodHasBody(method: string): boolean {

@@ -17,6 +17,7 @@ import { Flow, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
 import { Endpoint, type Throttle } from "./endpoint.ts";
 import { Exchange } from "./exchange.ts";
+import { headerList } from "./h2-upstream.ts";
 
 export interface H2Target {
   scheme: Scheme;
@@ -125,7 +126,8 @@ export class H2StreamExchange extends Exchange {
     const stream = this.stream;
     const cl = getHeader(req.headers, "content-length");
     const len = cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? Number(cl.trim()) : -1;
-    const ended = stream.readableEnded || (stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true;
+    // endAfterHeaders (Bun 1.4.5): the client's side ended, possibly after DATA already buffered (see onH2Response)
+    const ended = stream.readableEnded || ((stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true && stream.readableLength === 0);
     const hasBody = !ended && len !== 0;
     this.reqFraming = !hasBody ? { kind: "none" } : len > 0 ? ({ kind: "length", length: len } as Framing) : ({ kind: "chunked" } as Framing);
     this.reqDecoder = hasBody ? { done: false } : null;
@@ -133,6 +135,7 @@ export class H2StreamExchange extends Exchange {
     const flow = new Flow(this.client, { method: req.method, scheme: t.scheme, host: t.host, port: t.port, path: req.path, version: "HTTP/2", headers: req.headers, body: null }, this.ctx.bodyLimit);
     flow.extra.h2_stream_id = req.streamId;
     stream.on("data", (c: Uint8Array) => this.onBodyData(c));
+    stream.on("trailers", (h) => (this.reqTrailers = headerList(h)));
     stream.on("end", () => this.onBodyEnd());
     stream.on("drain", () => this.resumeUpstream());
     stream.once("close", () => {
@@ -221,10 +224,11 @@ export class H2StreamExchange extends Exchange {
     // nothing to stream: the head ends the stream (a trailers-only gRPC answer stays one)
     const f = this.resFraming;
     const endNow = noBody || (wholeBody !== null ? wholeBody.length === 0 : f.kind === "none" || (f.kind === "length" && f.length === 0));
-    // Trailers come only from an HTTP/2 origin. The stream waits for them when they may come: the client said it
-    // takes them (`te: trailers`, as gRPC does), the response announces them (`trailer`) or is gRPC; otherwise the
-    // last DATA frame ends the stream (no empty trailers block per response) and late trailers are only recorded.
-    const trailers = this.resTrailers !== null || (this.h2up !== null && (this.acceptsTrailers || getHeader(res.headers, "trailer") !== undefined || (getHeader(res.headers, "content-type") ?? "").startsWith("application/grpc")));
+    // Trailers come from an HTTP/2 origin or an HTTP/1 origin's chunked body. The stream waits for them when they
+    // may come: the client said it takes them (`te: trailers`, as gRPC does), the response announces them
+    // (`trailer`) or is gRPC; otherwise the last DATA frame ends the stream (no empty trailers block per response)
+    // and late trailers are only recorded.
+    const trailers = this.resTrailers !== null || ((this.h2up !== null || f.kind === "chunked") && (this.acceptsTrailers || getHeader(res.headers, "trailer") !== undefined || (getHeader(res.headers, "content-type") ?? "").startsWith("application/grpc")));
     try {
       this.req.respond(res.status < 200 ? 502 : res.status, headers, endNow, trailers);
     } catch (e) {

@@ -8,6 +8,7 @@
  * WINDOW_UPDATEs, so a fast origin cannot make tapwire buffer without bound.
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from "node:http2";
+import { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { HeaderList } from "../http1/types.ts";
 import { classifyConnectError, UpstreamError } from "./upstream.ts";
@@ -31,8 +32,14 @@ export interface H2Response {
   status: number;
   headers: HeaderList;
   streamId: number;
-  /** the body, with HTTP/2 flow control behind it */
+  /**
+   * the body, with HTTP/2 flow control behind it; paused until read. Read it with 'data' + resume() and 'end':
+   * Bun 1.4.5's finished() (so for-await and pipeline) reports "Premature close" for a stream whose HTTP/2 side
+   * closed while its body is still buffered, which is normal when the whole response came in one read
+   */
   body: ClientHttp2Stream;
+  /** the HEADERS frame ended the stream: no body, no trailers (a gRPC "trailers-only" answer) */
+  headOnly: boolean;
   /** the trailers, once the body ended ([] when there were none); rejects when the stream failed */
   trailers: Promise<HeaderList>;
 }
@@ -136,7 +143,8 @@ export class H2UpstreamPool {
           sock.destroy();
           return resolve(null);
         }
-        const session = http2.connect(`https://${servername}:${t.port}`, { createConnection: () => sock });
+        const conn = batchedSocket(sock);
+        const session = http2.connect(`https://${servername}:${t.port}`, { createConnection: () => conn });
         session.on("error", () => {}); // reported on the streams; the session is then dropped
         const drop = () => {
           if (this.sessions.get(key) === session) this.sessions.delete(key);
@@ -164,12 +172,18 @@ export class H2UpstreamPool {
 
   /**
    * Opens one stream on the origin's session and leaves the request body to the caller (`endStream`: there is
-   * none). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
+   * none; `waitForTrailers`: the body ends with trailers sent on 'wantTrailers'). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
    * (synchronously) when the session cannot open a stream any more.
    */
-  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
-    const stream = session.request(headerObject(fields), { endStream, signal } as http2.ClientSessionRequestOptions);
+  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal, waitForTrailers = false): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
+    const stream = session.request(headerObject(fields), { endStream, signal, waitForTrailers: waitForTrailers && !endStream } as http2.ClientSessionRequestOptions);
     stream.on("error", () => {}); // a stream error is reported by the promises below, however often it is emitted
+    // Paused until the caller reads the body. Bun 1.4.5 resumes a client stream that closes while nobody has
+    // started reading it (readableFlowing === null), which emits its buffered body to no listener: the body is
+    // lost and 'end' follows. When HEADERS, DATA and END_STREAM arrive in one read, that happens before the
+    // 'response' promise's continuation can attach a reader. An explicit pause (readableFlowing === false) keeps
+    // the body buffered; the caller resumes (a 'data' listener alone does not, after pause()).
+    stream.pause();
     const trailers = new Promise<HeaderList>((resolve, reject) => {
       let got: HeaderList = [];
       stream.on("trailers", (h) => (got = headerList(h)));
@@ -178,7 +192,10 @@ export class H2UpstreamPool {
     });
     trailers.catch(() => {}); // the caller may not wait for them
     const response = new Promise<H2Response>((resolve, reject) => {
-      stream.once("response", (h) => resolve({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers }));
+      // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
+      // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
+      // head-only answer once the stream has closed)
+      stream.once("response", (h) => resolve({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers, headOnly: stream.endAfterHeaders === true }));
       stream.once("error", (e) => reject(new UpstreamError("reset", `HTTP/2 stream failed before the response: ${e.message}`)));
       stream.once("close", () => reject(new UpstreamError("closed", "the HTTP/2 stream closed before a response")));
     });
@@ -191,6 +208,63 @@ export class H2UpstreamPool {
     for (const s of this.sessions.values()) s.close();
     this.sessions.clear();
   }
+}
+
+/**
+ * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
+ * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
+ * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one turn
+ * leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
+ * holds the session's write callbacks until 'drain'; a session that does not take the bytes pauses the socket.
+ */
+function batchedSocket(sock: tls.TLSSocket): Duplex {
+  let pending: Uint8Array[] = [];
+  let scheduled = false;
+  let blocked = false;
+  let waiting: (() => void) | null = null;
+  const flush = () => {
+    scheduled = false;
+    const parts = pending;
+    pending = [];
+    if (parts.length === 0 || sock.destroyed) return;
+    if (!sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
+  };
+  sock.on("drain", () => {
+    blocked = false;
+    const cb = waiting;
+    waiting = null;
+    cb?.();
+  });
+  const d = new Duplex({
+    read: () => void sock.resume(),
+    write: (chunk: Buffer, _enc, cb) => {
+      pending.push(chunk);
+      if (!scheduled) {
+        scheduled = true;
+        queueMicrotask(flush);
+      }
+      if (blocked) waiting = () => cb();
+      else cb();
+    },
+    final: (cb) => {
+      flush();
+      sock.end();
+      cb();
+    },
+    destroy: (err, cb) => {
+      flush();
+      sock.destroy();
+      cb(err);
+    },
+  });
+  sock.on("data", (b: Buffer) => {
+    if (!d.push(b)) sock.pause();
+  });
+  sock.on("end", () => d.push(null));
+  sock.on("close", () => d.destroy());
+  sock.on("error", (e) => d.destroy(e));
+  Object.defineProperty(d, "remoteAddress", { get: () => sock.remoteAddress });
+  return d;
 }
 
 async function pump(stream: ClientHttp2Stream, body: AsyncIterable<Uint8Array>): Promise<void> {

@@ -10,7 +10,7 @@ import type { ConnectInfo } from "../../pipeline/addon.ts";
 import type { ProxyContext, WebSocketTap } from "./context.ts";
 import { concatBytes, Endpoint } from "./endpoint.ts";
 import { CONNECT_OK, openTunnel, type Tunnel } from "./tunnel.ts";
-import { EMPTY, Exchange, writeChunk, type BodyDecoder } from "./exchange.ts";
+import { EMPTY, Exchange, trailerSection, writeChunk, type BodyDecoder } from "./exchange.ts";
 import { H2PriorKnowledgeRefusal, H2Session, startsWithH2Preface } from "./h2-session.ts";
 
 /** ALPN protocol lists in wire format offered to clients: HTTP/1.1 only, or h2 first (see h2-session.ts). */
@@ -329,6 +329,7 @@ export class HttpSession extends Exchange {
       return this.destroy();
     }
     if (out.done) {
+      if (dec instanceof ChunkedDecoder && dec.trailers.length) this.reqTrailers = dec.trailers;
       // a pipelined next request right behind the body: held until this exchange ends
       if (this.reqState === "collect") this.buf = out.rest ?? EMPTY;
       else if (out.rest && out.rest.length) {
@@ -375,7 +376,8 @@ export class HttpSession extends Exchange {
 
   protected finishResponseBody(last: Uint8Array | null): void {
     if (last !== null) this.ep.write(last);
-    if (this.resChunkedOut) this.ep.write(LAST_CHUNK);
+    // a chunked body ends with the response's trailers, when it had any (RFC 9112 7.1.2)
+    if (this.resChunkedOut) this.ep.write(this.resTrailers !== null && this.resTrailers.length ? trailerSection(this.resTrailers) : LAST_CHUNK);
   }
 
   protected pauseClient(): void {
@@ -431,7 +433,11 @@ export class HttpSession extends Exchange {
       }
     } else if (!noBody) {
       const f = this.resFraming;
-      if (f.kind === "chunked" || (f.kind === "close" && flow.request.version === "HTTP/1.1")) {
+      // A length-framed body from an HTTP/2 origin keeps its Content-Length (its trailers are then only recorded),
+      // unless the client said it takes trailers (`TE: trailers`) and the response announces them or is gRPC:
+      // then it goes chunked so that the trailer section can follow it.
+      const trailersWanted = f.kind === "length" && this.h2up !== null && flow.request.version === "HTTP/1.1" && hasToken(flow.request.headers, "te", "trailers") && (getHeader(res.headers, "trailer") !== undefined || (getHeader(res.headers, "content-type") ?? "").startsWith("application/grpc"));
+      if (f.kind === "chunked" || (f.kind === "close" && flow.request.version === "HTTP/1.1") || trailersWanted) {
         removeHeader(headers, "content-length");
         headers.push(["Transfer-Encoding", outerChunked(res.headers)]);
         this.resChunkedOut = true;
