@@ -18,7 +18,8 @@
  * - If the worker dies, the error is logged and kept in lastFlushError, and the worker is started again, once;
  *   batches it had not acknowledged are lost unless committed. add() never throws because of the writer.
  * - Durability: every entry is also appended, as it is added, to a write-ahead file of the main thread
- *   (`<db>.journal/wal-0.twm` / `wal-1.twm`, one write() of the bytes already encoded, no fsync): the proxy adds
+ *   (`<db>.journal/wal-0.twm` / `wal-1.twm`, the bytes already encoded, copied into the files' shared mapping, or
+ *   one write() per event-loop iteration for what does not fit there; no fsync): the proxy adds
  *   the entry before it sends the response's last byte, so a flow whose response a client received survives
  *   kill -9 (the kernel has the bytes). The writer's first open moves those records into its journal. What the
  *   worker acknowledged survives as before (journal, WAL, synchronous=NORMAL). Ids are never reused, crash or not.
@@ -39,6 +40,14 @@ const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
 /** The write-ahead queue's buffer to start with; one grown past WAL_BUF_KEEP_BYTES (a burst) is let go after its flush. */
 const WAL_BUF_BYTES = 256 * 1024;
 const WAL_BUF_KEEP_BYTES = 4 * 1024 * 1024;
+/**
+ * Each write-ahead file's first bytes are mapped shared (Bun.mmap): a record stored there is in the kernel's page
+ * cache as soon as it is copied (it survives kill -9 like a write() would) without a system call, so the response's
+ * last byte need not wait. The files are filled with zeros to this size at open (their blocks allocated: a full disk
+ * cannot fault a write into the mapping later). What does not fit goes through the write() queue.
+ */
+const WAL_MAP_BYTES = WAL_ROTATE_BYTES;
+const ZERO_WORD = new Uint8Array(4);
 
 /** The main thread's two write-ahead files (see the durability note above). */
 interface Wal {
@@ -49,6 +58,8 @@ interface Wal {
   cur: 0 | 1;
   /** Every id up to this one is in the writer's journal (or SQLite). */
   journaled: number;
+  /** The files' first WAL_MAP_BYTES, mapped shared; null when mapping failed (then every record is written). */
+  maps: [Uint8Array, Uint8Array] | null;
 }
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
@@ -798,8 +809,19 @@ export class CaptureStore {
     const dir = `${this.path}.journal`;
     try {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const fds = WAL_FILES.map((n) => openSync(join(dir, n), "w", 0o600)) as [number, number];
-      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0 };
+      const fds = WAL_FILES.map((n) => openSync(join(dir, n), "w+", 0o600)) as [number, number];
+      let maps: [Uint8Array, Uint8Array] | null = null;
+      try {
+        const zeros = new Uint8Array(1024 * 1024);
+        for (const fd of fds) for (let at = 0; at < WAL_MAP_BYTES; at += zeros.length) writeSync(fd, zeros, 0, zeros.length, at);
+        maps = WAL_FILES.map((n) => Bun.mmap(join(dir, n), { shared: true })) as [Uint8Array, Uint8Array];
+        if (maps[0].length < WAL_MAP_BYTES || maps[1].length < WAL_MAP_BYTES) throw new Error("short mapping");
+      } catch (e) {
+        maps = null;
+        for (const fd of fds) ftruncateSync(fd, 0);
+        console.error(`capture store: write-ahead files not mapped (${(e as Error).message}); each flush is a write()`);
+      }
+      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0, maps };
     } catch (e) {
       console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
     }
@@ -819,6 +841,8 @@ export class CaptureStore {
    */
   private walAppend(id: number): void {
     const payload = this.pending.lastEntry();
+    // straight into the mapped file when nothing waits in the queue (records keep their order)
+    if (this.walLen === 0 && this.wal !== null && this.wal.maps !== null && this.mapAppend(this.wal, this.wal.maps, id, payload)) return;
     // copied into the queue's buffer (a view would not do: the ring run may be reused, or a batch buffer of its own
     // transferred to the writer (detached), before the queue is written); no allocation per entry
     const need = this.walLen + HEADER_BYTES + payload.byteLength;
@@ -836,6 +860,35 @@ export class CaptureStore {
       setImmediate(() => this.flushWal());
     }
   }
+
+  /**
+   * Stores one record in the current file's mapping. The order of the stores makes a record whole or absent for a
+   * reader after kill -9: the fields after the magic word, the payload and a zero word after it first, the magic
+   * word (where the reader stops while it is zero) last. False when it does not fit (the write() queue takes it).
+   */
+  private mapAppend(w: Wal, maps: [Uint8Array, Uint8Array], id: number, payload: Uint8Array): boolean {
+    const rec = HEADER_BYTES + payload.byteLength;
+    if (w.size[w.cur] + rec + ZERO_WORD.length > WAL_MAP_BYTES) {
+      const other = (1 - w.cur) as 0 | 1;
+      if (w.maxId[other] > w.journaled) return false;
+      this.walTruncate(other);
+      if (rec + ZERO_WORD.length > WAL_MAP_BYTES) return false;
+      w.cur = other;
+    }
+    const map = maps[w.cur];
+    const pos = w.size[w.cur];
+    const head = this.walHead;
+    writeRecordHeader(head, 0, payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
+    map.set(head.subarray(4), pos + 4);
+    map.set(payload, pos + HEADER_BYTES);
+    map.set(ZERO_WORD, pos + rec);
+    map.set(head.subarray(0, 4), pos);
+    w.size[w.cur] = pos + rec;
+    w.maxId[w.cur] = id;
+    return true;
+  }
+
+  private walHead: Buffer = Buffer.alloc(HEADER_BYTES);
 
   /**
    * Every entry added so far is in the write-ahead file once this settles (undefined: already there, or no file).
@@ -869,12 +922,16 @@ export class CaptureStore {
         const all = this.walBuf;
         let done = 0;
         while (done < len) done += writeSync(fd, all, done, len - done, pos + done);
+        // a zero word after it: a reader at open stops there (older records may lie behind it in a reused file)
+        if (w.maps !== null) writeSync(fd, ZERO_WORD, 0, ZERO_WORD.length, pos + len);
         w.size[w.cur] = pos + len;
         w.maxId[w.cur] = this.walMax;
       } catch (e) {
         // a disk that refuses the write: the entries still go to the writer; a partial record ends the file
         try {
-          ftruncateSync(fd, pos);
+          // never below the mapped size (a store into a mapped page past the end of the file faults)
+          if (w.maps !== null) writeSync(fd, ZERO_WORD, 0, ZERO_WORD.length, pos);
+          else ftruncateSync(fd, pos);
         } catch {}
         this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
       }
@@ -894,6 +951,13 @@ export class CaptureStore {
   private walTruncate(i: 0 | 1): void {
     const w = this.wal!;
     if (w.size[i] === 0) return;
+    if (w.maps !== null) {
+      // a mapped file keeps its size (and its blocks): a zero magic word at the start empties it for a reader
+      w.maps[i].set(ZERO_WORD, 0);
+      w.size[i] = 0;
+      w.maxId[i] = 0;
+      return;
+    }
     try {
       ftruncateSync(w.fds[i], 0);
       w.size[i] = 0;
@@ -904,6 +968,7 @@ export class CaptureStore {
     const w = this.wal;
     if (w === null) return;
     this.wal = null;
+    w.maps = null; // unmapped once collected
     for (const fd of w.fds) {
       try {
         closeSync(fd);

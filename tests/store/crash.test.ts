@@ -125,3 +125,43 @@ process.kill(process.pid, "SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("kill -9 after more records than the mapped write-ahead files hold (rotation, the write() queue): every entry survives", async () => {
+  const dir = tempDir("tapwire-crash-rotate-");
+  try {
+    const path = join(dir, "capture.db");
+    const script = join(dir, "child.ts");
+    const storeModule = join(import.meta.dir, "..", "..", "src", "store", "capture-store.ts");
+    // 40 entries of 1 MiB of random bytes (zstd cannot shrink them): 40 MiB of records against two 8 MiB mappings
+    await Bun.write(
+      script,
+      `import { CaptureStore } from ${JSON.stringify(storeModule)};
+import { randomBytes } from "node:crypto";
+const s = await CaptureStore.open(${JSON.stringify(path)});
+for (let i = 1; i <= 40; i++) {
+  const body = new Uint8Array(randomBytes(1024 * 1024));
+  s.add({ method: "GET", url: "https://rotate.example/" + i, host: "rotate.example", status_code: 200, content_type: "",
+    duration_ms: 1, timestamp: 1, client_addr: "t", has_response: true, req_headers: [], res_headers: [],
+    req_body: null, req_body_size: 0, res_body: body, res_body_size: body.length });
+  if (i % 7 === 0) await s.durable();
+}
+await s.durable();
+process.kill(process.pid, "SIGKILL");
+`,
+    );
+    const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
+    await proc.exited;
+    expect(proc.signalCode).toBe("SIGKILL");
+    const { CaptureStore } = await import("../../src/store/capture-store.ts");
+    const s = await CaptureStore.open(path);
+    try {
+      await s.flush();
+      expect(s.count()).toBe(40);
+      for (const id of [1, 17, 40]) expect((await s.get(id))!.res_body_size).toBe(1024 * 1024);
+    } finally {
+      await s.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
