@@ -91,16 +91,27 @@ test(`kill -9 under traffic, ${ROUNDS} rounds: nothing a client received is lost
   expect(checked).toBeGreaterThan(ROUNDS * 10);
 }, 120_000);
 
+/** A child script: `code` runs with CaptureStore (and the names it imports itself) in scope. */
+function childScript(code: string): string {
+  const storeModule = join(import.meta.dir, "..", "..", "src", "store", "capture-store.ts");
+  return `import { CaptureStore } from ${JSON.stringify(storeModule)};\n${code}`;
+}
+
+/** Writes the script into `dir`, runs it in a child process and returns the signal that ended it. */
+async function killedChild(dir: string, script: string): Promise<unknown> {
+  const file = join(dir, "child.ts");
+  await Bun.write(file, script);
+  const proc = Bun.spawn([process.execPath, file], { stdout: "pipe", stderr: "pipe" });
+  await proc.exited;
+  return proc.signalCode;
+}
+
 test("kill -9 right after durable(): large entries whose batches left the ring (transferred to the writer) survive too", async () => {
   const dir = tempDir("tapwire-crash-big-");
   try {
     const path = join(dir, "capture.db");
-    const script = join(dir, "child.ts");
-    const storeModule = join(import.meta.dir, "..", "..", "src", "store", "capture-store.ts");
-    await Bun.write(
-      script,
-      `import { CaptureStore } from ${JSON.stringify(storeModule)};
-const s = await CaptureStore.open(${JSON.stringify(path)}, { ringBytes: 4096, maxPending: 1 });
+    const script = childScript(
+      `const s = await CaptureStore.open(${JSON.stringify(path)}, { ringBytes: 4096, maxPending: 1 });
 const body = new Uint8Array(20000).fill(65);
 for (let i = 0; i < 20; i++) s.add({ method: "POST", url: "https://big.example/" + i, host: "big.example", status_code: 200, content_type: "",
   duration_ms: 1, timestamp: 1, client_addr: "t", has_response: true, req_headers: [], res_headers: [],
@@ -109,9 +120,7 @@ await s.durable();
 process.kill(process.pid, "SIGKILL");
 `,
     );
-    const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
-    await proc.exited;
-    expect(proc.signalCode).toBe("SIGKILL");
+    expect(await killedChild(dir, script)).toBe("SIGKILL");
     const { CaptureStore } = await import("../../src/store/capture-store.ts");
     const s = await CaptureStore.open(path);
     try {
@@ -130,13 +139,9 @@ test("kill -9 after more records than the mapped write-ahead files hold (rotatio
   const dir = tempDir("tapwire-crash-rotate-");
   try {
     const path = join(dir, "capture.db");
-    const script = join(dir, "child.ts");
-    const storeModule = join(import.meta.dir, "..", "..", "src", "store", "capture-store.ts");
     // 40 entries of 1 MiB of random bytes (zstd cannot shrink them): 40 MiB of records against two 8 MiB mappings
-    await Bun.write(
-      script,
-      `import { CaptureStore } from ${JSON.stringify(storeModule)};
-import { randomBytes } from "node:crypto";
+    const script = childScript(
+      `import { randomBytes } from "node:crypto";
 const s = await CaptureStore.open(${JSON.stringify(path)});
 for (let i = 1; i <= 40; i++) {
   const body = new Uint8Array(randomBytes(1024 * 1024));
@@ -149,9 +154,7 @@ await s.durable();
 process.kill(process.pid, "SIGKILL");
 `,
     );
-    const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe" });
-    await proc.exited;
-    expect(proc.signalCode).toBe("SIGKILL");
+    expect(await killedChild(dir, script)).toBe("SIGKILL");
     const { CaptureStore } = await import("../../src/store/capture-store.ts");
     const s = await CaptureStore.open(path);
     try {

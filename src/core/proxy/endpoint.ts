@@ -203,15 +203,7 @@ export class Endpoint {
   /** Close now, dropping anything queued. */
   destroy(): void {
     if (this.closed) return;
-    this.closed = true;
-    this.queue = [];
-    this.queued = 0;
-    this.tq = [];
-    this.tqBytes = 0;
-    if (this.pumpTimer) clearTimeout(this.pumpTimer);
-    this.pumpTimer = null;
-    if (this.stallTimer) clearTimeout(this.stallTimer);
-    this.stallTimer = null;
+    this.markClosed();
     try {
       this.socket.terminate();
     } catch {}
