@@ -39,6 +39,8 @@ export interface ClientLabelerStats {
   fullScans: number;
   /** Resolves answered from the per-(port, inode) cache. */
   cacheHits: number;
+  /** Second looks after a miss (a fresh table read, or one more full scan). */
+  retries: number;
 }
 
 const DEFAULT_TTL_MS = 2000;
@@ -239,6 +241,7 @@ interface SocketWant {
 class ProcNetTable {
   private queued: { wanted: Map<string, SocketWant>; promise: Promise<Map<string, number>> } | null = null;
   private running: Promise<unknown> | null = null;
+  private buf: Buffer | null = null;
 
   constructor(
     private readonly path: string,
@@ -282,7 +285,9 @@ class ProcNetTable {
     }
     this.onRead();
     try {
-      const buf = Buffer.allocUnsafe(64 * 1024);
+      // One read() per 256 KiB: fewer boundaries at which the kernel can reshuffle the table under us.
+      // Reads of one table never overlap, so the buffer is kept.
+      const buf = (this.buf ??= Buffer.allocUnsafe(256 * 1024));
       let carry = "";
       for (;;) {
         const { bytesRead } = await fh.read(buf, 0, buf.length, null);
@@ -422,7 +427,7 @@ export function pickLsofOwner(
 // ---------------------------------------------------------------------------------------------
 
 export class ClientLabeler {
-  readonly stats: ClientLabelerStats = { resolves: 0, netReads: 0, hotScans: 0, fullScans: 0, cacheHits: 0 };
+  readonly stats: ClientLabelerStats = { resolves: 0, netReads: 0, hotScans: 0, fullScans: 0, cacheHits: 0, retries: 0 };
 
   private readonly platform: NodeJS.Platform;
   private readonly procRoot: string;
@@ -470,9 +475,13 @@ export class ClientLabeler {
     const addr = ipKey(ip);
     if (addr === null) return null;
     const want: SocketWant = { addr, localPort: clientPort, remotePort: proxyPort };
-    // An IPv4 client's socket is in tcp, or in tcp6 as ::ffff:a.b.c.d if it is a dual-stack socket.
-    let inode = addr.includes(".") ? await this.tcp4.lookup(want) : null;
-    inode ??= await this.tcp6.lookup(want);
+    let inode = await this.socketInode(addr, want);
+    // The client is still connected (it waits for its response), so a miss is most likely a read of the
+    // table that raced the kernel's reshuffling of it between two read() calls: one fresh read settles it.
+    if (inode === null) {
+      this.stats.retries++;
+      inode = await this.socketInode(addr, want);
+    }
     if (inode === null) return null;
 
     const cacheKey = `${clientPort}:${inode}`;
@@ -491,10 +500,22 @@ export class ClientLabeler {
       await this.fullScan.get(since);
       pid = this.ownerOf(inode);
     }
+    if (pid === null) {
+      // Same reasoning for the fd scan: one more full scan, started after the first, before giving up.
+      this.stats.retries++;
+      await this.fullScan.get(performance.now());
+      pid = this.ownerOf(inode);
+    }
     const comm = pid === null ? null : this.readComm(pid);
     if (pid !== null && comm !== null) this.markHot(pid);
     this.remember(cacheKey, comm ?? ip);
     return comm;
+  }
+
+  private async socketInode(addr: string, want: SocketWant): Promise<number | null> {
+    // An IPv4 client's socket is in tcp, or in tcp6 as ::ffff:a.b.c.d if it is a dual-stack socket.
+    const inode = addr.includes(".") ? await this.tcp4.lookup(want) : null;
+    return inode ?? (await this.tcp6.lookup(want));
   }
 
   /** The pid holding socket `inode`, if the index knows it and the fd still links to that socket. */
