@@ -49,7 +49,9 @@ export class Pipeline {
     await first;
     for (let i = from; i < list.length; i++) {
       if (stopOnAnswer && flow.response) return;
-      await list[i]![hook]!(flow);
+      // a hook that answered synchronously is not awaited (each await is one more turn of the microtask queue)
+      const r = list[i]![hook]!(flow);
+      if (isPromise(r)) await r;
     }
   }
 }

@@ -4,7 +4,9 @@ import type { HeaderList } from "../../core/http1/types.ts";
 import type { Addon, HookResult } from "../../pipeline/addon.ts";
 import { type Flow, hostPort, type Scheme } from "../../pipeline/flow.ts";
 import { HEADER_NAME, HEADER_VALUE } from "../map-local/schema.ts";
-import type { ScriptOutput, ScriptRequest, ScriptResponse, VarScope } from "./engine/types.ts";
+import { inputText, readChanges, type ScriptChanges } from "./engine/output.ts";
+import type { SandboxInputHead } from "./engine/protocol.ts";
+import type { ScriptOutput, ScriptRequest, ScriptResponse } from "./engine/types.ts";
 import { bodyText, type ScriptRunner } from "./runner.ts";
 import type { ScriptRule } from "./schema.ts";
 import type { ScriptRuleStore } from "./store.ts";
@@ -14,6 +16,8 @@ export const SCRIPT_BODY_CAP = 16 * 1024 * 1024;
 
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/;
 const enc = new TextEncoder();
+/** head()'s texts kept, at most (all forgotten when full). */
+const MAX_KEPT_HEADS = 256;
 
 /** What a traffic entry records of each script that ran on it (entry detail field `scripts`). */
 export interface ScriptRunRecord {
@@ -51,11 +55,18 @@ function sameHeaders(a: HeaderList, b: HeaderList): boolean {
   return true;
 }
 
-/** A header list a script returned, checked so that it can go on the wire; throws naming the bad field. */
-function checkedHeaders(h: unknown): HeaderList {
+/**
+ * A header list a script returned, checked so that it can go on the wire; throws naming the bad field. A field
+ * equal to the one at the same place in the list the script was given was checked then, and is kept as it is; a
+ * list equal to that one is that one.
+ */
+function checkedHeaders(h: unknown, before: HeaderList): HeaderList {
   if (!Array.isArray(h)) throw new Error("headers must be a list");
-  return h.map((pair) => {
+  if (sameHeaders(h as HeaderList, before)) return before;
+  return h.map((pair, i) => {
     const [n, v] = pair as [unknown, unknown];
+    const old = before[i];
+    if (old !== undefined && old[0] === n && old[1] === v) return old;
     const name = String(n);
     const value = String(v);
     if (!HEADER_NAME.test(name)) throw new Error(`'${name}' is not a valid header name`);
@@ -77,9 +88,11 @@ export class ScriptAddon implements Addon {
   readonly name = "scripts";
   private readonly requestRules = new WeakMap<Flow, ScriptRule[]>();
   private readonly responseRules = new WeakMap<Flow, ScriptRule[]>();
-  /** Shared by every rule's executions until the service stops. */
-  environment: VarScope = {};
-  globals: VarScope = {};
+  /** pm.environment and pm.globals as JSON: shared by every rule's executions until the service stops. */
+  private environmentJson = "{}";
+  private globalsJson = "{}";
+  /** head()'s texts by phase and rule name. */
+  private readonly heads = new Map<string, string>();
 
   constructor(private readonly store: ScriptRuleStore, private readonly runner: ScriptRunner) {}
 
@@ -136,94 +149,165 @@ export class ScriptAddon implements Addon {
     return this.runResponseScripts(flow, rules);
   }
 
-  private async runRequestScripts(flow: Flow, rules: ScriptRule[]): Promise<void> {
+  /**
+   * The rules' request scripts, one after another, each seeing what the previous one changed; the flow gets the
+   * result once all ran. The runs go through runner.runRaw(): the input is built here (the parts that rarely change
+   * are kept as text) and only what a script changed comes back, so a script that changed nothing costs no copy.
+   */
+  private runRequestScripts(flow: Flow, rules: ScriptRule[]): Promise<void> {
     const r = flow.request;
     const text = bodyText(r.body, r.headers);
-    const original: ScriptRequest = { method: r.method, url: flow.url, headers: r.headers.map(([n, v]) => [n, v]), body: text ?? "" };
-    let cur = original;
-    for (const rule of rules) {
-      const out = await this.runner.run({ script: rule.request_script, phase: "request", request: cur, environment: this.environment, globals: this.globals, info: { requestName: rule.name, eventName: "prerequest" } }, rule.id);
-      let applied = false;
-      if (out.errors.length === 0) {
-        try {
-          cur = checkRequest(out.request, cur);
-          applied = true;
-          this.keepScopes(out);
-        } catch (e) {
-          out.errors.push({ message: `the script's request cannot be sent: ${(e as Error).message}`, stack: null, line: null });
+    const original: ScriptRequest = { method: r.method, url: flow.url, headers: r.headers, body: text ?? "" };
+    return new Promise((resolve, reject) => {
+      let cur = original;
+      let i = 0;
+      const next = (): void => {
+        if (i === rules.length) {
+          applyRequest(flow, original, cur, text === null);
+          return resolve();
         }
-      }
-      record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "request", applied, duration_ms: out.duration_ms, console: out.console, errors: out.errors, ...(out.tests.length ? { tests: out.tests } : {}) });
-    }
-    applyRequest(flow, original, cur, text === null);
+        const rule = rules[i++]!;
+        const input = inputText(this.head("request", rule.name), JSON.stringify({ method: cur.method, url: cur.url, headers: cur.headers }), "null", "{}", this.environmentJson, "{}", this.globalsJson);
+        this.runner.runRaw({ script: rule.request_script, input, requestBody: cur.body, responseBody: null }, rule.id, (out, failure, ms) => {
+          try {
+            const c = out !== null ? readChanges(out) : null;
+            const errors = c ? c.errors : failed(failure);
+            let applied = false;
+            if (c && errors.length === 0) {
+              try {
+                if (c.request) cur = checkRequest(c.request, cur);
+                applied = true;
+                this.keepScopes(c);
+              } catch (e) {
+                errors.push({ message: `the script's request cannot be sent: ${(e as Error).message}`, stack: null, line: null });
+              }
+            }
+            record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "request", applied, duration_ms: roundMs(ms), console: c ? c.console : [], errors, ...(c && c.tests.length ? { tests: c.tests } : {}) });
+            next();
+          } catch (e) {
+            reject(e);
+          }
+        });
+      };
+      next();
+    });
   }
 
-  private async runResponseScripts(flow: Flow, rules: ScriptRule[]): Promise<void> {
+  /** The rules' response scripts, as runRequestScripts() does the request's. */
+  private runResponseScripts(flow: Flow, rules: ScriptRule[]): Promise<void> {
     const res = flow.response!;
     const text = bodyText(res.body, res.headers);
     const r = flow.request;
-    const request: ScriptRequest = { method: r.method, url: flow.url, headers: r.headers.map(([n, v]) => [n, v]), body: bodyText(r.body, r.headers) ?? "" };
-    const original: ScriptResponse = { status: res.status, statusText: res.reason, headers: res.headers.map(([n, v]) => [n, v]), body: text ?? "", responseTime: Math.round(performance.now() - flow.t0) };
-    let cur = original;
-    for (const rule of rules) {
-      const out = await this.runner.run({ script: rule.response_script, phase: "response", request, response: cur, environment: this.environment, globals: this.globals, info: { requestName: rule.name, eventName: "test" } }, rule.id);
-      let applied = false;
-      if (out.errors.length === 0 && out.response) {
-        try {
-          cur = checkResponse(out.response, cur);
-          applied = true;
-          this.keepScopes(out);
-        } catch (e) {
-          out.errors.push({ message: `the script's response cannot be sent: ${(e as Error).message}`, stack: null, line: null });
+    const requestJson = JSON.stringify({ method: r.method, url: flow.url, headers: r.headers });
+    const requestBody = bodyText(r.body, r.headers) ?? "";
+    const original: ScriptResponse = { status: res.status, statusText: res.reason, headers: res.headers, body: text ?? "", responseTime: Math.round(performance.now() - flow.t0) };
+    return new Promise((resolve, reject) => {
+      let cur = original;
+      let i = 0;
+      const next = (): void => {
+        if (i === rules.length) {
+          applyResponse(flow, original, cur, text === null);
+          return resolve();
         }
-      }
-      record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "response", applied, duration_ms: out.duration_ms, console: out.console, errors: out.errors, ...(out.tests.length ? { tests: out.tests } : {}) });
-    }
-    applyResponse(flow, original, cur, text === null);
+        const rule = rules[i++]!;
+        const responseJson = JSON.stringify({ status: cur.status, statusText: cur.statusText, headers: cur.headers, responseTime: original.responseTime });
+        const input = inputText(this.head("response", rule.name), requestJson, responseJson, "{}", this.environmentJson, "{}", this.globalsJson);
+        this.runner.runRaw({ script: rule.response_script, input, requestBody, responseBody: cur.body }, rule.id, (out, failure, ms) => {
+          try {
+            const c = out !== null ? readChanges(out) : null;
+            const errors = c ? c.errors : failed(failure);
+            let applied = false;
+            if (c && errors.length === 0) {
+              try {
+                if (c.response) cur = checkResponse(c.response, cur);
+                applied = true;
+                this.keepScopes(c);
+              } catch (e) {
+                errors.push({ message: `the script's response cannot be sent: ${(e as Error).message}`, stack: null, line: null });
+              }
+            }
+            record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "response", applied, duration_ms: roundMs(ms), console: c ? c.console : [], errors, ...(c && c.tests.length ? { tests: c.tests } : {}) });
+            next();
+          } catch (e) {
+            reject(e);
+          }
+        });
+      };
+      next();
+    });
   }
 
-  private keepScopes(out: ScriptOutput): void {
-    this.environment = out.environment;
-    this.globals = out.globals;
+  /** The head of the sandbox's input for a rule's runs in a phase (the same text every time: kept). */
+  private head(phase: "request" | "response", ruleName: string): string {
+    const key = phase === "request" ? "q" + ruleName : "s" + ruleName;
+    let h = this.heads.get(key);
+    if (h === undefined) {
+      if (this.heads.size >= MAX_KEPT_HEADS) this.heads.clear();
+      const head: SandboxInputHead = { phase, memoryBytes: this.runner.memoryBytes(), info: { requestName: ruleName, eventName: phase === "request" ? "prerequest" : "test" } };
+      h = JSON.stringify(head);
+      this.heads.set(key, h);
+    }
+    return h;
+  }
+
+  /** pm.environment and pm.globals as a script that ran cleanly left them (the others start empty every run). */
+  private keepScopes(c: ScriptChanges): void {
+    if (c.scopes.environment) this.environmentJson = JSON.stringify(c.scopes.environment);
+    if (c.scopes.globals) this.globalsJson = JSON.stringify(c.scopes.globals);
   }
 }
 
+const roundMs = (ms: number) => Math.round(ms * 1000) / 1000;
+
+/** The errors of a run that did not end normally (timeout, out of memory, crash): its effects are not applied. */
+const failed = (failure: string | null): ScriptOutput["errors"] => [{ message: failure ?? "Script failed", stack: null, line: null }];
+
 /**
- * The request a script answered, checked so that it can go on the wire. before: what the script was given (the
- * flow's, or what the previous rule's script answered, checked then): a URL or header list the script left as it
- * was is not checked again.
+ * The request a script answered (only what it changed), checked so that it can go on the wire, over the one it was
+ * given (the flow's, or what the previous rule's script answered, checked then): what the script left as it was is
+ * not checked again, and its header list is the same object.
  */
-function checkRequest(req: ScriptRequest, before: ScriptRequest): ScriptRequest {
-  const method = String(req.method).toUpperCase();
-  if (!METHOD.test(method)) throw new Error(`'${req.method}' is not an HTTP method`);
-  const urlText = String(req.url);
-  if (urlText !== before.url) {
+function checkRequest(d: Partial<ScriptRequest>, before: ScriptRequest): ScriptRequest {
+  let method = before.method;
+  if (d.method !== undefined) {
+    method = String(d.method).toUpperCase();
+    if (!METHOD.test(method)) throw new Error(`'${d.method}' is not an HTTP method`);
+  }
+  let urlText = before.url;
+  if (d.url !== undefined && String(d.url) !== before.url) {
+    urlText = String(d.url);
     let url: URL;
     try {
       url = new URL(urlText);
     } catch {
-      throw new Error(`'${req.url}' is not an absolute URL`);
+      throw new Error(`'${d.url}' is not an absolute URL`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`only http and https URLs can be sent, not ${url.protocol}`);
   }
-  const headers = Array.isArray(req.headers) && sameHeaders(req.headers, before.headers) ? before.headers : checkedHeaders(req.headers);
-  return { method, url: urlText, headers, body: String(req.body ?? "") };
+  const headers = d.headers === undefined ? before.headers : checkedHeaders(d.headers, before.headers);
+  return { method, url: urlText, headers, body: d.body === undefined ? before.body : String(d.body) };
 }
 
-function checkResponse(res: ScriptResponse, before: ScriptResponse): ScriptResponse {
-  const status = Number(res.status);
-  if (!Number.isInteger(status) || status < 100 || status > 999) throw new Error(`'${res.status}' is not a status code`);
-  const statusText = res.statusText === undefined ? undefined : String(res.statusText);
-  if (statusText !== undefined && /[\x00-\x08\x0a-\x1f\x7f]/.test(statusText)) throw new Error("the reason phrase has control characters");
-  const headers = Array.isArray(res.headers) && sameHeaders(res.headers, before.headers) ? before.headers : checkedHeaders(res.headers);
-  return { status, statusText, headers, body: String(res.body ?? "") };
+function checkResponse(d: NonNullable<ScriptChanges["response"]>, before: ScriptResponse): ScriptResponse {
+  let status = before.status;
+  if (d.status !== undefined) {
+    status = Number(d.status);
+    if (!Number.isInteger(status) || status < 100 || status > 999) throw new Error(`'${d.status}' is not a status code`);
+  }
+  let statusText = before.statusText;
+  if (d.statusText !== undefined) {
+    statusText = String(d.statusText);
+    if (/[\x00-\x08\x0a-\x1f\x7f]/.test(statusText)) throw new Error("the reason phrase has control characters");
+  }
+  const headers = d.headers === undefined ? before.headers : checkedHeaders(d.headers, before.headers);
+  return { status, statusText, headers, body: d.body === undefined ? before.body : String(d.body) };
 }
 
 /** Puts what the scripts changed into the flow; what they left alone stays as received (bytes included). */
 function applyRequest(flow: Flow, before: ScriptRequest, after: ScriptRequest, binary: boolean): void {
   const r = flow.request;
   r.method = after.method;
-  if (!sameHeaders(before.headers, after.headers)) r.headers = after.headers.map(([n, v]) => [n, v]);
+  if (after.headers !== before.headers) r.headers = after.headers;
   if (after.url !== before.url) {
     const u = new URL(after.url);
     const scheme = u.protocol.slice(0, -1) as Scheme;
@@ -252,7 +336,7 @@ function applyResponse(flow: Flow, before: ScriptResponse, after: ScriptResponse
   } else if (after.statusText !== undefined && after.statusText !== before.statusText) {
     res.reason = after.statusText;
   }
-  if (!sameHeaders(before.headers, after.headers)) res.headers = after.headers.map(([n, v]) => [n, v]);
+  if (after.headers !== before.headers) res.headers = after.headers;
   if (after.body !== before.body || (binary && after.body !== "")) {
     res.body = enc.encode(after.body);
     removeHeader(res.headers, "content-encoding");

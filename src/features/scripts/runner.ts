@@ -3,7 +3,7 @@ import type { ProxyContext } from "../../core/proxy/context.ts";
 import { sendVirtual } from "../../core/proxy/virtual-client.ts";
 import type { ClientInfo } from "../../pipeline/flow.ts";
 import { decodeBodyBytes } from "../../store/body-decode.ts";
-import type { ScriptEngine } from "./engine/engine.ts";
+import type { RawRun, RunEnd, ScriptEngine } from "./engine/engine.ts";
 import type { RunOptions, ScriptInput, ScriptOutput, ScriptRequest, ScriptResponse } from "./engine/types.ts";
 
 /** The client label of requests a script sends with pm.sendRequest (they go through the proxy and are captured). */
@@ -11,6 +11,8 @@ export const SCRIPT_CLIENT_LABEL = "tapwire-script";
 
 /** Time limit of one pm.sendRequest (the execution's own deadline still applies). */
 const SEND_TIMEOUT_MS = 30_000;
+/** Rules whose runRaw() options are kept (all forgotten when full). */
+const MAX_KEPT_OPTIONS = 256;
 
 /** Decoded body text (Content-Encoding undone) when it is text; null for binary bodies. */
 export function bodyText(body: Uint8Array | null, headers: HeaderList): string | null {
@@ -25,6 +27,8 @@ export function bodyText(body: Uint8Array | null, headers: HeaderList): string |
  */
 export class ScriptRunner {
   private readonly origin = new WeakMap<ClientInfo, string | null>();
+  /** runRaw()'s options by rule id. */
+  private readonly rawOpts = new Map<string, RunOptions>();
 
   constructor(
     readonly engine: ScriptEngine,
@@ -44,6 +48,25 @@ export class ScriptRunner {
       sendRequest: (req) => this.send(req, ruleId),
     };
     return this.engine.run(input, opts);
+  }
+
+  /**
+   * engine.runRaw() with the service's limits and pm.sendRequest for this rule (the proxy's script addon). The
+   * options are made once per rule and kept.
+   */
+  runRaw(run: RawRun, ruleId: string, end: RunEnd): void {
+    let opts = this.rawOpts.get(ruleId);
+    if (!opts) {
+      if (this.rawOpts.size >= MAX_KEPT_OPTIONS) this.rawOpts.clear();
+      opts = { timeoutMs: this.limits.timeoutMs, memoryBytes: this.limits.memoryBytes, sendRequest: (req) => this.send(req, ruleId) };
+      this.rawOpts.set(ruleId, opts);
+    }
+    this.engine.runRaw(run, opts, end);
+  }
+
+  /** The memory limit runs get (what the sandbox's input head says: engine.memoryLimitFor). */
+  memoryBytes(): number {
+    return this.engine.memoryLimitFor(this.limits.memoryBytes);
   }
 
   private async send(req: ScriptRequest, ruleId: string | null): Promise<ScriptResponse> {

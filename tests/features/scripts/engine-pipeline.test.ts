@@ -37,6 +37,19 @@ describe("script engine: runs in flight behind one that ends its worker", () => 
     expect(rest.map((r) => [r.errors, r.variables])).toEqual([0, 1, 2].map((i) => [[], { i }]));
   });
 
+  test("runs given while the worker is busy are held and go with its next answer; all complete, in order", async () => {
+    const first = engine.run(input("const t = Date.now(); while (Date.now() - t < 40) {}"));
+    await new Promise((r) => setImmediate(r)); // posted (at the end of that turn) and running
+    const later: Promise<{ variables: Record<string, unknown>; errors: unknown[] }>[] = [];
+    for (let i = 0; i < 20; i++) {
+      later.push(engine.run(input(`pm.variables.set("n", ${i})`)));
+      if (i % 5 === 4) await new Promise((r) => setImmediate(r)); // several turns of the event loop
+    }
+    expect((await first).errors).toEqual([]);
+    const outs = await Promise.all(later);
+    expect(outs.map((o) => [o.errors, o.variables.n])).toEqual(Array.from({ length: 20 }, (_, i) => [[], i]));
+  });
+
   test("many runs at once all complete, in the order they were given", async () => {
     const outs = await Promise.all(Array.from({ length: 200 }, (_, i) => engine.run(input(`pm.variables.set("n", ${i})`))));
     expect(outs.map((o) => o.variables.n)).toEqual(Array.from({ length: 200 }, (_, i) => i));

@@ -193,6 +193,25 @@ describe("script rules in the proxy", () => {
     expect(e2.scripts[0].errors[0].message.toLowerCase()).toContain("time");
   });
 
+  test("pm.environment and pm.globals carry over to the next request, pm.variables do not; a failed run's changes are dropped", async () => {
+    await addRule({
+      id: "env",
+      url_pattern: "127.0.0.1/echo/env*",
+      request_script: [
+        "const n = (pm.environment.get('i14n') || 0) + 1;",
+        "pm.environment.set('i14n', n);",
+        "pm.globals.set('i14g', (pm.globals.get('i14g') || '') + 'x');",
+        "pm.variables.set('i14local', (pm.variables.get('i14local') || 0) + 1);",
+        "pm.request.headers.upsert({key: 'X-N', value: n + '/' + pm.globals.get('i14g') + '/' + pm.variables.get('i14local')});",
+        "if (pm.request.url.getPath() === '/echo/env-fail') throw new Error('no');",
+      ].join("\n"),
+    });
+    const seen = async (path: string) => JSON.parse((await curl(["-x", proxy, `${up.httpUrl}${path}`])).out).headers["x-n"];
+    expect(await seen("/echo/env")).toBe("1/x/1");
+    expect(await seen("/echo/env-fail")).toBeUndefined();
+    expect(await seen("/echo/env")).toBe("2/xx/1");
+  });
+
   test("a script that returns an unsendable header is an error, not a broken request", async () => {
     await addRule({ id: "crlf", url_pattern: "127.0.0.1/echo/crlf", request_script: "pm.request.headers.upsert({key: 'X-Bad', value: 'a\\r\\nInjected: 1'})" });
     const r = await curl(["-x", proxy, `${up.httpUrl}/echo/crlf`]);

@@ -24,7 +24,7 @@
  *   script's effects can be trusted: timeout, out of memory, crash).
  * - pm.sendRequest: the worker asks, the host calls RunOptions.sendRequest and answers.
  */
-import { failureOutput, invalidInputOutput, mergeOutput, type PreparedRun, prepareRun } from "./output.ts";
+import { failureOutput, invalidInputOutput, mergeChanges, parseOutput, type PreparedRun, prepareRun, readChanges, UNREADABLE_OUTPUT } from "./output.ts";
 import { type HostToWorker, type RunBatchWire, type RunWire, type SendResult, type WorkerToHost } from "./protocol.ts";
 import type { RunOptions, ScriptInput, ScriptOutput, ScriptRequest, ScriptResponse } from "./types.ts";
 
@@ -57,13 +57,35 @@ const LINE_MS = 1;
 /** Scripts whose last run time is kept (all forgotten when full). */
 const MAX_TIMED_SCRIPTS = 256;
 
+/**
+ * How a run ends: the sandbox's answer as an object (parseOutput(): read it with readChanges()), or, when the run did
+ * not end normally, null and the failure's message (the script's effects are then not to be trusted); ms: from the
+ * run's start to its end.
+ */
+export type RunEnd = (output: Record<string, unknown> | null, failure: string | null, ms: number) => void;
+
+/**
+ * A run whose input its caller built itself (output.ts inputText(): the proxy's script addon keeps the parts that
+ * rarely change as text between runs), and is answerable for: it goes to the worker as it is.
+ */
+export interface RawRun {
+  script: string;
+  /** The sandbox's input text (inputText()); its head's memoryBytes should be memoryLimitFor(opts.memoryBytes). */
+  input: string;
+  requestBody: string;
+  responseBody: string | null;
+}
+
 interface Job {
   id: number;
-  prepared: PreparedRun;
+  script: string;
+  input: string;
+  requestBody: string;
+  responseBody: string | null;
   timeoutMs: number;
   memoryBytes: number;
   sendRequest: RunOptions["sendRequest"];
-  resolve: (out: ScriptOutput) => void;
+  end: RunEnd;
   started: number;
   /** started + timeoutMs (performance.now() time), once started. */
   deadline: number;
@@ -78,6 +100,8 @@ interface Slot {
   jobs: Job[];
   /** Runs dispatched in this turn of the event loop, posted together at its end (one wake-up of the worker). */
   outbox: RunWire[];
+  /** Runs posted to the worker and not answered yet. */
+  posted: number;
   /**
    * The time-limit timer (see armTimer()): it fires at timerAt, no later than the head run's deadline. Unref'd: the
    * workers themselves keep the process alive while they have runs (updateRefs()).
@@ -131,19 +155,45 @@ export class ScriptEngine {
     if (this.closed) return Promise.resolve(failureOutput(prepared, "Script engine is closed", 0));
     const p = prepared;
     return new Promise((resolve) => {
-      this.queue.push({
-        id: this.nextId++,
-        prepared: p,
-        timeoutMs: positive(opts.timeoutMs, this.timeoutMs),
-        memoryBytes,
-        sendRequest: opts.sendRequest,
-        resolve,
-        started: 0,
-        deadline: 0,
-      });
-      this.fillPool();
-      this.pump();
+      this.enqueue(p.script, p.inputJson, p.request.body, p.response ? p.response.body : null, opts, memoryBytes, (out, failure, ms) =>
+        resolve(out !== null ? mergeChanges(p, readChanges(out), ms) : failureOutput(p, failure ?? "Script failed", ms)),
+      );
     });
+  }
+
+  /**
+   * run() for a caller that builds the sandbox's input itself and wants only what the script changed (RawRun,
+   * RunEnd): no promise, no copy of the input, no merged output. end is called once, never synchronously.
+   */
+  runRaw(run: RawRun, opts: RunOptions, end: RunEnd): void {
+    if (this.closed) {
+      queueMicrotask(() => end(null, "Script engine is closed", 0));
+      return;
+    }
+    this.enqueue(run.script, run.input, run.requestBody, run.responseBody, opts, memoryLimit(opts.memoryBytes, this.memoryBytes), end);
+  }
+
+  /** The memory limit a run asking for this one gets (the engine's default when undefined; clamped to what fits). */
+  memoryLimitFor(memoryBytes: number | undefined): number {
+    return memoryLimit(memoryBytes, this.memoryBytes);
+  }
+
+  private enqueue(script: string, input: string, requestBody: string, responseBody: string | null, opts: RunOptions, memoryBytes: number, end: RunEnd): void {
+    this.queue.push({
+      id: this.nextId++,
+      script,
+      input,
+      requestBody,
+      responseBody,
+      timeoutMs: positive(opts.timeoutMs, this.timeoutMs),
+      memoryBytes,
+      sendRequest: opts.sendRequest,
+      end,
+      started: 0,
+      deadline: 0,
+    });
+    this.fillPool();
+    this.pump();
   }
 
   /** Terminates the workers; runs still queued or running end with "Script engine is closed". */
@@ -153,10 +203,10 @@ export class ScriptEngine {
     const closing: Promise<void>[] = [];
     for (const slot of this.slots.splice(0)) {
       this.disarm(slot);
-      for (const job of slot.jobs.splice(0)) this.finish(job, failureOutput(job.prepared, "Script engine is closed", job.started ? elapsed(job.started) : 0));
+      for (const job of slot.jobs.splice(0)) job.end(null, "Script engine is closed", job.started ? elapsed(job.started) : 0);
       closing.push(terminated(slot.worker));
     }
-    for (const job of this.queue.splice(0)) job.resolve(failureOutput(job.prepared, "Script engine is closed", 0));
+    for (const job of this.queue.splice(0)) job.end(null, "Script engine is closed", 0);
     for (const w of this.readyWaiters.splice(0)) w();
     await Promise.all(closing);
   }
@@ -170,7 +220,7 @@ export class ScriptEngine {
 
   private spawn(memoryBytes: number): void {
     const worker = new Worker(WORKER_URL);
-    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [], outbox: [], timer: null, timerAt: 0 };
+    const slot: Slot = { worker, memoryBytes, ready: false, jobs: [], outbox: [], posted: 0, timer: null, timerAt: 0 };
     this.slots.push(slot);
     if (this.referenced) worker.ref();
     else worker.unref();
@@ -206,7 +256,7 @@ export class ScriptEngine {
       return;
     }
     const job = slot.jobs.shift();
-    if (job) this.finish(job, failureOutput(job.prepared, message, elapsed(job.started)));
+    if (job) job.end(null, message, elapsed(job.started));
     this.requeue(slot);
     this.replace(slot);
     this.pump();
@@ -220,7 +270,7 @@ export class ScriptEngine {
     this.remove(slot);
     this.initFailures++;
     if (this.slots.length === 0 || this.initFailures >= MAX_INIT_FAILURES) {
-      for (const job of this.queue.splice(0)) job.resolve(failureOutput(job.prepared, `Script engine could not start: ${message}`, 0));
+      for (const job of this.queue.splice(0)) job.end(null, `Script engine could not start: ${message}`, 0);
     }
     this.resolveReadyWaiters();
     this.pump();
@@ -249,7 +299,7 @@ export class ScriptEngine {
   private lineMs(s: Slot, now: number): number {
     let total = 0;
     for (const job of s.jobs) {
-      const ms = this.lastRunMs.get(job.prepared.script);
+      const ms = this.lastRunMs.get(job.script);
       if (ms === undefined || ms >= QUICK_MS) return Infinity;
       total += ms;
     }
@@ -313,9 +363,11 @@ export class ScriptEngine {
   private dispatch(slot: Slot, job: Job): void {
     slot.jobs.push(job);
     if (slot.jobs.length === 1) this.startClock(slot);
-    const p = job.prepared;
-    const msg: RunWire = ["run", job.id, p.script, p.inputJson, p.request.body, p.response ? p.response.body : null, job.timeoutMs, job.memoryBytes];
-    if (slot.outbox.push(msg) === 1) queueMicrotask(() => this.flush(slot));
+    const msg: RunWire = ["run", job.id, job.script, job.input, job.requestBody, job.responseBody, job.timeoutMs, job.memoryBytes];
+    // A worker with runs posted is awake and will answer: what comes meanwhile goes with its next answer (one
+    // message for all, instead of one per run: a message costs the proxy's thread ~2-10 µs, most of it waking the
+    // worker). A worker with nothing posted gets the run at the end of this turn of the event loop.
+    if (slot.outbox.push(msg) === 1 && slot.posted === 0) queueMicrotask(() => this.flush(slot));
   }
 
   /** Posts what was dispatched to this worker in this turn: one message, so the worker wakes once. */
@@ -324,6 +376,7 @@ export class ScriptEngine {
     if (out.length === 0) return;
     slot.outbox = [];
     if (!this.slots.includes(slot)) return; // replaced meanwhile: its runs went back to the queue
+    slot.posted += out.length;
     slot.worker.postMessage(out.length === 1 ? out[0] : (["batch", out] satisfies RunBatchWire));
   }
 
@@ -354,16 +407,13 @@ export class ScriptEngine {
     slot.timer = null;
   }
 
-  private finish(job: Job, out: ScriptOutput): void {
-    job.resolve(out);
-  }
-
   // ---- worker messages ----
 
   private onMessage(slot: Slot, msg: WorkerToHost): void {
     if (Array.isArray(msg)) {
       if (msg[0] === "batch") for (const d of msg[1]) this.onEnd(slot, d[1], d[2], null);
       else this.onEnd(slot, msg[1], msg[2], null);
+      this.flush(slot); // the runs that came while it was busy
       return;
     }
     switch (msg.t) {
@@ -392,15 +442,17 @@ export class ScriptEngine {
     const job = slot.jobs[0];
     if (!job || job.id !== id) return;
     slot.jobs.shift();
+    if (slot.posted > 0) slot.posted--;
     const ms = elapsed(job.started);
     if (this.lastRunMs.size >= MAX_TIMED_SCRIPTS) this.lastRunMs.clear();
-    this.lastRunMs.set(job.prepared.script, ms);
+    this.lastRunMs.set(job.script, ms);
+    // an out-of-memory (even one the script caught) or an answer that cannot be read: replace the worker
     let recycle = true;
     if (output !== null) {
-      const merged = mergeOutput(job.prepared, output, ms);
-      recycle = merged.recycle;
-      this.finish(job, merged.output);
-    } else this.finish(job, failureOutput(job.prepared, failure ?? "Script failed", ms));
+      const out = parseOutput(output);
+      if (out !== null) recycle = out.oom === true;
+      job.end(out, out === null ? UNREADABLE_OUTPUT : null, ms);
+    } else job.end(null, failure ?? "Script failed", ms);
     // the worker stops after a failure or an out-of-memory (script-worker.ts): what it had not started goes back
     if (recycle) {
       this.requeue(slot);
@@ -419,7 +471,7 @@ export class ScriptEngine {
       return;
     }
     slot.jobs.shift();
-    this.finish(job, failureOutput(job.prepared, `Script timed out after ${job.timeoutMs} ms`, elapsed(job.started)));
+    job.end(null, `Script timed out after ${job.timeoutMs} ms`, elapsed(job.started));
     this.requeue(slot);
     this.replace(slot);
     this.pump();

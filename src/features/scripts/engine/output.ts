@@ -110,16 +110,17 @@ export function prepareRun(input: ScriptInput, memoryBytes: number): PreparedRun
   }
   // Parts joined by "\n", which JSON.stringify never writes (it escapes control characters): the sandbox parses
   // each part only when the script uses it (run.sandbox.js, RunInput).
-  const inputJson = [
-    JSON.stringify(head),
-    JSON.stringify(sandboxRequest),
-    JSON.stringify(sandboxResponse),
-    scopesJson.variables,
-    scopesJson.environment,
-    scopesJson.collectionVariables,
-    scopesJson.globals,
-  ].join("\n");
+  const inputJson = inputText(JSON.stringify(head), JSON.stringify(sandboxRequest), JSON.stringify(sandboxResponse), scopesJson.variables, scopesJson.environment, scopesJson.collectionVariables, scopesJson.globals);
   return { script: input.script, inputJson, request, response, scopesJson };
+}
+
+/**
+ * The sandbox's input text from its parts, each already JSON: the head (SandboxInputHead), the request and response
+ * (SandboxInput's, or "null"), and the four scopes. For callers that build the parts themselves (the proxy's script
+ * addon, which keeps the parts that rarely change as text between runs) and answer for them being valid JSON.
+ */
+export function inputText(head: string, request: string, response: string, variables: string, environment: string, collectionVariables: string, globals: string): string {
+  return head + "\n" + request + "\n" + response + "\n" + variables + "\n" + environment + "\n" + collectionVariables + "\n" + globals;
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -173,60 +174,107 @@ export function invalidInputOutput(input: ScriptInput, message: string): ScriptO
   };
 }
 
+/** What a script changed, read from the sandbox's answer and checked field by field (readChanges()). */
+export interface ScriptChanges {
+  console: ConsoleLine[];
+  tests: TestResult[];
+  errors: ScriptError[];
+  /** The script ran out of memory (even if it caught that): its request, response and scopes are left out. */
+  oom: boolean;
+  /** Only the parts the script changed; null when it changed none. */
+  request: Partial<ScriptRequest> | null;
+  response: { status?: number; statusText?: string; headers?: HeaderList; body?: string } | null;
+  /** The scopes the script touched, whole. */
+  scopes: Partial<Record<ScopeName, VarScope>>;
+}
+
+/** The sandbox's answer (JSON of SandboxOutput) as an object, or null when it is not one (the run then failed). */
+export function parseOutput(json: string): Record<string, unknown> | null {
+  if (json === "{}") return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  return isRecord(raw) ? raw : null;
+}
+
+/** Message of a run whose answer parseOutput() could not read. */
+export const UNREADABLE_OUTPUT = "Sandbox failure: the script's output could not be read";
+
+/** What the sandbox's answer (parsed by parseOutput) says the script did, with every field checked. */
+export function readChanges(raw: Record<string, unknown>): ScriptChanges {
+  const o = raw as Partial<SandboxOutput>;
+  const oom = o.oom === true;
+  const consoleLines: ConsoleLine[] = [];
+  if (Array.isArray(o.console)) {
+    for (const l of o.console) {
+      if (!Array.isArray(l)) continue;
+      const level = LEVELS.includes(l[0] as ConsoleLine["level"]) ? (l[0] as ConsoleLine["level"]) : "log";
+      consoleLines.push({ level, message: String(l[1]), ts: typeof l[2] === "number" ? l[2] : Date.now() });
+    }
+  }
+  const tests: TestResult[] = [];
+  if (Array.isArray(o.tests)) {
+    for (const t of o.tests) {
+      if (Array.isArray(t)) tests.push({ name: String(t[0]), passed: t[1] === true, error: t[1] === true ? null : String(t[2] ?? "failed") });
+    }
+  }
+  const errors: ScriptError[] = [];
+  if (Array.isArray(o.errors)) {
+    for (const e of o.errors) {
+      if (Array.isArray(e)) errors.push({ message: String(e[0]), stack: typeof e[1] === "string" ? e[1] : null, line: typeof e[2] === "number" ? e[2] : null });
+    }
+  }
+  const c: ScriptChanges = { console: consoleLines, tests, errors, oom, request: null, response: null, scopes: {} };
+  if (oom) return c;
+  if (isRecord(o.request)) {
+    const rq = o.request;
+    const r: Partial<ScriptRequest> = {};
+    let any = false;
+    if (typeof rq.method === "string") (r.method = rq.method), (any = true);
+    if (typeof rq.url === "string") (r.url = rq.url), (any = true);
+    if (Array.isArray(rq.headers)) (r.headers = headerList(rq.headers)), (any = true);
+    if (typeof rq.body === "string") (r.body = rq.body), (any = true);
+    if (any) c.request = r;
+  }
+  if (isRecord(o.response)) {
+    const rs = o.response;
+    const r: NonNullable<ScriptChanges["response"]> = {};
+    let any = false;
+    if (typeof rs.status === "number" && Number.isInteger(rs.status)) (r.status = rs.status), (any = true);
+    if (typeof rs.statusText === "string") (r.statusText = rs.statusText), (any = true);
+    if (Array.isArray(rs.headers)) (r.headers = headerList(rs.headers)), (any = true);
+    if (typeof rs.body === "string") (r.body = rs.body), (any = true);
+    if (any) c.response = r;
+  }
+  for (const name of SCOPES) {
+    const v = o[name];
+    if (isRecord(v)) c.scopes[name] = v;
+  }
+  return c;
+}
+
 /**
  * The ScriptOutput from the sandbox's answer. recycle: the script ran out of memory (even if it caught that), so
  * the worker should be replaced to give its memory back. After an out-of-memory the request, response and scopes are
  * returned as they came in; console, tests and errors are kept.
  */
 export function mergeOutput(p: PreparedRun, json: string, durationMs: number): { output: ScriptOutput; recycle: boolean } {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(json);
-  } catch {
-    raw = null;
-  }
-  if (!isRecord(raw)) return { output: failureOutput(p, "Sandbox failure: the script's output could not be read", durationMs), recycle: true };
-  const o = raw as Partial<SandboxOutput>;
-  const oom = o.oom === true;
+  const raw = parseOutput(json);
+  if (raw === null) return { output: failureOutput(p, UNREADABLE_OUTPUT, durationMs), recycle: true };
+  const c = readChanges(raw);
+  return { output: mergeChanges(p, c, durationMs), recycle: c.oom };
+}
 
-  const consoleLines: ConsoleLine[] = [];
-  for (const l of Array.isArray(o.console) ? o.console : []) {
-    if (!Array.isArray(l)) continue;
-    const level = LEVELS.includes(l[0] as ConsoleLine["level"]) ? (l[0] as ConsoleLine["level"]) : "log";
-    consoleLines.push({ level, message: String(l[1]), ts: typeof l[2] === "number" ? l[2] : Date.now() });
-  }
-  const tests: TestResult[] = [];
-  for (const t of Array.isArray(o.tests) ? o.tests : []) {
-    if (Array.isArray(t)) tests.push({ name: String(t[0]), passed: t[1] === true, error: t[1] === true ? null : String(t[2] ?? "failed") });
-  }
-  const errors: ScriptError[] = [];
-  for (const e of Array.isArray(o.errors) ? o.errors : []) {
-    if (Array.isArray(e)) errors.push({ message: String(e[0]), stack: typeof e[1] === "string" ? e[1] : null, line: typeof e[2] === "number" ? e[2] : null });
-  }
-
+/** The ScriptOutput: the prepared input with the script's changes on top (fresh objects throughout). */
+export function mergeChanges(p: PreparedRun, c: ScriptChanges, durationMs: number): ScriptOutput {
   const request = copyRequest(p.request);
-  let response = copyResponse(p.response);
+  const response = copyResponse(p.response);
   const scopes = unchangedScopes(p);
-  if (!oom) {
-    const rq = isRecord(o.request) ? o.request : {};
-    if (typeof rq.method === "string") request.method = rq.method;
-    if (typeof rq.url === "string") request.url = rq.url;
-    if (Array.isArray(rq.headers)) request.headers = headerList(rq.headers);
-    if (typeof rq.body === "string") request.body = rq.body;
-    const rs = isRecord(o.response) ? o.response : {};
-    if (response) {
-      if (typeof rs.status === "number" && Number.isInteger(rs.status)) response.status = rs.status;
-      if (typeof rs.statusText === "string") response.statusText = rs.statusText;
-      if (Array.isArray(rs.headers)) response.headers = headerList(rs.headers);
-      if (typeof rs.body === "string") response.body = rs.body;
-    } else response = null;
-    for (const name of SCOPES) {
-      const v = o[name];
-      if (isRecord(v)) scopes[name] = v;
-    }
-  }
-  return {
-    output: { console: consoleLines, tests, request, response, ...scopes, errors, duration_ms: round(durationMs) },
-    recycle: oom,
-  };
+  if (c.request) Object.assign(request, c.request);
+  if (response && c.response) Object.assign(response, c.response);
+  Object.assign(scopes, c.scopes);
+  return { console: c.console, tests: c.tests, request, response, ...scopes, errors: c.errors, duration_ms: round(durationMs) };
 }
