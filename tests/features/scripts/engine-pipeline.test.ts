@@ -3,7 +3,9 @@ import { ScriptEngine } from "../../../src/features/scripts/engine/engine.ts";
 import type { ScriptInput } from "../../../src/features/scripts/engine/types.ts";
 
 /** Runs are kept in flight in a worker (engine.ts, PIPELINE): what happens to those behind a run that fails. */
-const engine = new ScriptEngine({ workers: 1, timeoutMs: 300 });
+// A generous default limit: on a loaded 2-core machine a worker can go unscheduled for hundreds of ms, and a run
+// timed out there would end in a worker restart that no test here is about. The looping run sets its own 300 ms.
+const engine = new ScriptEngine({ workers: 1, timeoutMs: 10_000 });
 afterAll(() => engine.close());
 
 const input = (script: string): ScriptInput => ({
@@ -15,7 +17,7 @@ const input = (script: string): ScriptInput => ({
 describe("script engine: runs in flight behind one that ends its worker", () => {
   test("runs posted behind a looping one are run again on the new worker, once each, in order", async () => {
     await engine.start();
-    const loop = engine.run(input("while (true) {}"));
+    const loop = engine.run(input("while (true) {}"), { timeoutMs: 300 });
     const behind = Array.from({ length: 5 }, (_, i) => engine.run(input(`pm.request.headers.add({key: "X-N", value: "${i}"}); console.log("ran ${i}")`)));
     const out = await loop;
     expect(out.errors[0]!.message).toContain("timed out");
