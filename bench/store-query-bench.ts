@@ -103,7 +103,7 @@ if (args.includes("--plans")) {
   (db as { query: unknown }).query = (sql: string) => (explain(sql), orig(sql));
   (db as { prepare: unknown }).prepare = (sql: string) => (explain(sql), origPrepare(sql));
   for (const s of specs) {
-    if (ONLY && !ONLY.includes(s.name)) continue;
+    if (ONLY && !ONLY.some((o) => s.name.startsWith(o))) continue;
     trace.length = 0;
     const q = new CaptureQuery(true);
     const t0 = performance.now();
