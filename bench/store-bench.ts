@@ -327,7 +327,13 @@ try {
   await measure("path filter (/users)", store, (r) => ({ path: r % 2 ? "/users" : "/orders/" }));
   await measure("since_id poll (20 new)", store, (r) => ({ since_id: lastId - 20 - (r % 5) }));
   await measure("since_id poll (2,000 behind)", store, () => ({ since_id: lastId - 2000 }));
-  const search = await measure(`body search (${RARE_WORD}, ~1%)`, store, () => ({ search: RARE_WORD }));
+  // a search string not searched before each run (substrings of the rare word: the same ~1% of the entries), so
+  // that nothing the reader kept from an earlier search helps: what the first request of a search costs
+  let freshAt = 0; // measure() warms up with one of them first
+  const fresh = [9, 10, 11].flatMap((n) => Array.from({ length: RARE_WORD.length - n + 1 }, (_, i) => RARE_WORD.slice(i, i + n)));
+  const coldSearch = await measure(`body search, first time (${fresh.length - 1} new substrings of ${RARE_WORD})`, store, () => ({ search: fresh[freshAt++ % fresh.length] }), fresh.length - 1);
+  const search = await measure(`body search (${RARE_WORD}, ~1%), repeated`, store, () => ({ search: RARE_WORD }));
+  await measure(`body search (${RARE_WORD}), next pages`, store, (r) => ({ search: RARE_WORD, offset: 50 * (1 + (r % 20)) }));
   await measure("body search + host filter", store, (r) => ({ search: RARE_WORD, host: hostFragments[r % hostFragments.length] }));
   await measure("search, common word (invoice, ~75%)", store, () => ({ search: "invoice" }), 20);
   await measure("search, 2 chars (full scan)", store, (r) => ({ search: r % 2 ? "zq" : "qx" }), 20);
@@ -416,7 +422,7 @@ try {
   }
   console.log();
   console.log(`goal filtered page p50 < 10 ms: ${filtered.p50.toFixed(2)} ms ${filtered.p50 < 10 ? "OK" : "MISSED"}`);
-  console.log(`goal body search p50 < 50 ms (indexed): ${search.p50.toFixed(2)} ms ${search.p50 < 50 ? "OK" : "MISSED"}`);
+  console.log(`goal body search p50 < 50 ms (indexed), first time: ${coldSearch.p50.toFixed(2)} ms ${coldSearch.p50 < 50 ? "OK" : "MISSED"}; repeated: ${search.p50.toFixed(2)} ms`);
   console.log(`body search with the backlog: p50 ${backlogSearch.p50.toFixed(2)} ms (slower, never wrong)`);
   console.log(`RSS after the query mix ${(rssAfterQueries / 1048576).toFixed(0)} MiB (20,000 generated entries included); reopen + first page ${reopenMs.toFixed(0)} ms; disk ${(size / count).toFixed(0)} bytes/entry`);
   const result = {
@@ -426,7 +432,8 @@ try {
     first_page_p50_ms: firstPage.p50,
     host_filter_p50_ms: hostOnly.p50,
     filtered_p50_ms: filtered.p50,
-    search_p50_ms: search.p50,
+    search_p50_ms: coldSearch.p50,
+    search_repeat_p50_ms: search.p50,
     stall_max_ms: st.maxGap,
     // of the longest gap: the main thread's time on a core (tapwire's work, GC) and waiting for one (the machine)
     stall_on_core_ms: st.maxGapSched?.[0] ?? null,

@@ -413,6 +413,7 @@ export class CaptureWriter {
     if (this.journalUpto > 0) this.setMeta("journal_upto", this.journalUpto);
     this.writeCeiling(Math.max(this.nextId - 1 + this.idReserve, before.ceiling));
     this.writeCount();
+    this.bumpCacheEpoch();
     this.probedUpto = 0;
     return db;
   }
@@ -673,6 +674,15 @@ export class CaptureWriter {
     this.setMeta("entry_count", this.stored);
   }
 
+  /**
+   * meta.cache_epoch: readers keep the ids a search matched and only search the entries added since (capture-query.ts
+   * searchMatches), which holds while entries are only appended above the highest id and evicted oldest first. Every
+   * other change bumps it: delete, clear, and each open (a journal replay after a crash writes entries again).
+   */
+  private bumpCacheEpoch(): void {
+    this.db.run("INSERT INTO meta (key, value) VALUES ('cache_epoch', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1");
+  }
+
   /** Inside a transaction: the journal records up to this id are done with. */
   private setJournalUpto(value: number): void {
     if (value <= this.journalUpto) return;
@@ -863,6 +873,7 @@ export class CaptureWriter {
         if (g) runOnce(this.db, `DELETE FROM ${ftsTable(g.gen)} WHERE rowid = ?`, id);
         this.stored -= n;
         this.writeCount();
+        this.bumpCacheEpoch();
       }
     });
     return n > 0;
@@ -885,6 +896,7 @@ export class CaptureWriter {
       if (ceiling > this.ceiling) this.writeCeiling(ceiling);
       this.stored = 0;
       this.writeCount();
+      this.bumpCacheEpoch();
     });
   }
 

@@ -5,6 +5,11 @@
  *
  * - Search uses the FTS index for ids up to meta.fts_indexed_upto and checks the later ones directly, in one read
  *   transaction: exact whatever the indexing backlog.
+ * - A search's matching ids are kept (searchMatches): its next pages, its polls (since_id) and the same search again
+ *   check only the entries added since; `total` stays exact (every candidate was checked once).
+ * - Filters without search: the count comes from the hosts table (host alone) or index seeks (host with method or
+ *   status: seekPlan); the page from a walk in id order that stops once the page is full when matches are dense,
+ *   else from an index (pageFiltered).
  */
 import type { Database } from "bun:sqlite";
 import { bodyFinder, unpackForApi } from "./body-pack.ts";
@@ -20,6 +25,17 @@ const TRIGRAM_MIN = 3;
 const MAX_QUERY_TRIGRAMS = 16;
 /** SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50,000 bytes. */
 const MAX_LIKE_PATTERN_BYTES = 40_000;
+/**
+ * A search's matching ids are kept (per search and filters) so that the next page, a poll (since_id) or the same
+ * search again verifies only the entries added since: at most this many searches, and this many ids in all
+ * (8 bytes each).
+ */
+const SEARCH_CACHE_ENTRIES = 8;
+const SEARCH_CACHE_IDS = 1_000_000;
+/** At most this many ids above the last search (or since_id) are checked one by one instead of through the index. */
+const DIRECT_CHECK_IDS = 500;
+/** A host/method/status filter seeks on the status codes present when there are at most this many in its range. */
+const MAX_STATUS_SEEKS = 64;
 
 type Param = string | number | null | Uint8Array;
 
@@ -44,26 +60,62 @@ interface DetailRow extends SummaryRow {
   res_z: number | null;
 }
 
-/** A search candidate: decided by SQL (ok), or with the compressed text bodies SQL cannot read, checked here. */
-interface UndecidedRow {
+/**
+ * A search candidate: its URL and uncompressed text bodies checked by SQL (1, 0, or null when not such a body), its
+ * compressed text bodies (null when not such a body, or when the URL matched) to be checked here.
+ */
+interface CandidateRow {
   id: number;
-  ok: number;
+  u: number;
+  rql: number | null;
+  rsl: number | null;
   rq: Uint8Array | null;
   rqz: number | null;
   rs: Uint8Array | null;
   rsz: number | null;
 }
 
+/** The filters of a query, as the planner of list() sees them (capture-query.ts countFiltered, pageFiltered). */
+interface FilterInfo {
+  /** lower-cased host substring */
+  host?: string;
+  method?: string;
+  /** status_code bounds from status, status_min, status_max and has_error (inclusive; infinite when open) */
+  lo: number;
+  hi: number;
+  status: boolean;
+  /** path, since, since_id or client: filters no count table or index seek answers */
+  other: boolean;
+  sinceId?: number;
+}
+
+/** An index plan for host with method and/or status (seekPlan): FROM and WHERE with their parameters. */
+interface SeekPlan {
+  from: string;
+  where: string;
+  params: Param[];
+}
+
+/** A search's matching ids, ascending: every stored id above `from` and up to `upto` that matches. */
+interface CachedSearch {
+  from: number;
+  upto: number;
+  /** meta.cache_epoch when computed: a delete, a clear or a writer's open changes it */
+  epoch: number;
+  ids: number[];
+}
+
 /** A search's substring check, split between SQL (url and uncompressed bodies) and JavaScript (compressed ones). */
 interface SearchCheck {
-  /** True when the URL or an uncompressed text body holds the string (or the index alone decides). */
-  sql: string;
-  params: Param[];
+  /** True when the candidate's URL holds the string, or the index alone decides (over x.id, x.url: searchIds). */
+  url: string;
+  urlParams: Param[];
+  /** True when an uncompressed text body (the column given) holds the string; one parameter: `arg`. */
+  body: (col: string) => string;
+  arg: Param;
   /** The search string, for compressed bodies. */
   needle: string;
 }
-
-
 
 const RESERVED_DETAIL_KEYS = new Set([
   "id", "method", "url", "host", "status_code", "content_type", "duration_ms", "timestamp", "client_addr",
@@ -76,6 +128,18 @@ const SUMMARY_COLUMNS =
   "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error, " +
   // extension res_body_size (the web UI's size column): one primary-key look-up per listed row
   "(SELECT res_size FROM bodies WHERE bodies.id = entries.id) AS res_size";
+
+/** The index of the first id above `id` in an ascending list (its length when none). */
+function firstAbove(ids: number[], id: number): number {
+  let a = 0;
+  let b = ids.length;
+  while (a < b) {
+    const m = (a + b) >>> 1;
+    if (ids[m]! > id) b = m;
+    else a = m + 1;
+  }
+  return a;
+}
 
 export function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
@@ -98,6 +162,10 @@ export const EXPORT_PAGE = 200;
 export class CaptureQuery {
   /** hasFts: the database has the search index (capture-db.ts initSearchIndex). */
   constructor(readonly hasFts: boolean) {}
+
+  /** Searches done lately (key: searchKey), most recently used last. */
+  private readonly searches = new Map<string, CachedSearch>();
+  private cachedIds = 0;
 
   /** Runs reads in one read transaction: one snapshot for the count, the index mark and the page. */
   snapshot<T>(db: Database, fn: (db: Database) => T): T {
@@ -122,62 +190,88 @@ export class CaptureQuery {
   whereClause(
     db: Database,
     q: ListQuery,
-  ): { sql: string; params: Param[]; filtered: boolean; volatile: boolean; check: SearchCheck | null } {
+    opts: { direct?: boolean } = {},
+  ): { sql: string; params: Param[]; filtered: boolean; volatile: boolean; check: SearchCheck | null; info: FilterInfo } {
     const conds: string[] = [];
     const params: Param[] = [];
+    const info: FilterInfo = { lo: -Infinity, hi: Infinity, status: false, other: false };
+    const bound = (lo: number, hi: number) => {
+      info.lo = Math.max(info.lo, lo);
+      info.hi = Math.min(info.hi, hi);
+      info.status = true;
+    };
     if (typeof q.host === "string" && q.host !== "") {
       // the matching hosts come from the small hosts table, their entries from entries_host (capture-db.ts)
       conds.push("host_lc IN (SELECT host_lc FROM hosts WHERE instr(host_lc, ?) > 0)");
       params.push(q.host.toLowerCase());
+      info.host = q.host.toLowerCase();
     }
     if (typeof q.method === "string" && q.method !== "") {
       conds.push("method = ? COLLATE NOCASE");
       params.push(q.method);
+      info.method = q.method;
     }
     const status = finiteOrUndefined(q.status);
     if (status !== undefined) {
       conds.push("status_code = ?");
       params.push(status);
+      bound(status, status);
     }
     const smin = finiteOrUndefined(q.status_min);
     if (smin !== undefined) {
       conds.push("status_code >= ?");
       params.push(smin);
+      bound(smin, Infinity);
     }
     const smax = finiteOrUndefined(q.status_max);
     if (smax !== undefined) {
       conds.push("status_code <= ?");
       params.push(smax);
+      bound(-Infinity, smax);
     }
     if (typeof q.path === "string" && q.path !== "") {
       conds.push("instr(path, ?) > 0");
       params.push(q.path);
+      info.other = true;
     }
     if (typeof q.has_error === "boolean") {
       conds.push(q.has_error ? "status_code >= 400" : "status_code < 400");
+      if (q.has_error) bound(400, Infinity);
+      else bound(-Infinity, 399);
     }
     const sinceId = finiteOrUndefined(q.since_id);
     if (sinceId !== undefined) {
       conds.push("id > ?");
       params.push(sinceId);
+      info.other = true;
+      info.sinceId = sinceId;
     }
     const since = finiteOrUndefined(q.since);
     if (since !== undefined) {
       conds.push("timestamp >= ?");
       params.push(since);
+      info.other = true;
     }
     if (typeof q.client === "string" && q.client !== "") {
       conds.push("client_addr = ?");
       params.push(q.client);
+      info.other = true;
     }
     let volatile = false;
     let check: SearchCheck | null = null;
     if (typeof q.search === "string" && q.search !== "") {
-      const s = this.searchCondition(db, q.search, conds, params);
+      const s = this.searchCondition(db, q.search, conds, params, sinceId, opts.direct === true);
       volatile = s.volatile;
       check = s.check;
     }
-    return { sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "", params, filtered: conds.length > 0 || check !== null, volatile, check };
+    return {
+      sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "",
+      params,
+      filtered: conds.length > 0 || check !== null,
+      volatile,
+      check,
+      info,
+    };
   }
 
   /**
@@ -186,12 +280,20 @@ export class CaptureQuery {
    * of the string), and every id above the index mark is a candidate too; the candidates are then checked for the
    * real substring. Shorter strings (and SQLite without FTS5) scan.
    */
-  private searchCondition(db: Database, search: string, conds: string[], params: Param[]): { volatile: boolean; check: SearchCheck } {
+  private searchCondition(
+    db: Database,
+    search: string,
+    conds: string[],
+    params: Param[],
+    sinceId: number | undefined,
+    direct: boolean,
+  ): { volatile: boolean; check: SearchCheck } {
     const cps = [...search];
     let verify = true;
     let indexedUpto = 0;
     let volatile = false;
-    if (this.hasFts && cps.length >= TRIGRAM_MIN) indexedUpto = this.metaValue(db, "fts_indexed_upto");
+    // direct: the few ids above since_id are checked one by one, no index look-up
+    if (this.hasFts && cps.length >= TRIGRAM_MIN && !direct) indexedUpto = this.metaValue(db, "fts_indexed_upto");
     if (indexedUpto > 0) {
       const grams = new Set<string>();
       for (let i = 0; i + TRIGRAM_MIN <= cps.length; i++) grams.add(cps.slice(i, i + TRIGRAM_MIN).join(""));
@@ -204,41 +306,50 @@ export class CaptureQuery {
       // the index (its generations together) holds exactly the stored ids <= indexedUpto; the ones above are
       // all candidates
       const match = list.map((g) => `"${g.replaceAll('"', '""')}"`).join(" AND ");
-      const gens = db.query("SELECT gen FROM fts_gens ORDER BY gen").all() as { gen: number }[];
+      const gens = db.query("SELECT gen, last_id AS lastId FROM fts_gens ORDER BY gen").all() as { gen: number; lastId: number }[];
       const parts: string[] = [];
-      for (const { gen } of gens) {
+      for (const { gen, lastId } of gens) {
         const t = ftsTable(gen);
-        parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ?`);
-        params.push(match);
+        if (sinceId === undefined) {
+          parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ?`);
+          params.push(match);
+        } else if (lastId > sinceId) {
+          // a generation holds consecutive ids up to its last_id: one entirely at or below since_id is skipped,
+          // and FTS5 skips the rowids at or below it in the others
+          parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ? AND rowid > ?`);
+          params.push(match, sinceId);
+        }
       }
       parts.push("SELECT id FROM entries WHERE id > ?");
       params.push(indexedUpto);
       conds.push(`id IN (${parts.join(" UNION ALL ")})`);
       volatile = gens.length > 0;
-      // a single ASCII trigram is matched exactly by the index (its case folding equals ASCII lowering)
-      verify = !(cps.length === TRIGRAM_MIN && /^[\x00-\x7f]*$/.test(search));
+      // a single ASCII trigram is matched exactly by the index, unless it holds a k or an s: the tokenizer folds
+      // case by Unicode's rules, which map exactly two other characters into ASCII (U+212A KELVIN SIGN to k, U+017F
+      // LONG S to s: every code point tried), where the search folds ASCII letters only. Longer strings always
+      // need the check: the AND of their trigrams is no substring test ("abcd" vs "abc bcd", or across columns).
+      verify = !(cps.length === TRIGRAM_MIN && /^[\x00-\x7f]*$/.test(search) && !/[ks]/i.test(search));
     }
-    let check: string;
-    const checkParams: Param[] = [];
+    // the URL check over x (searchIds: the candidates' id and url), and the one of an uncompressed text body
+    let url: string;
+    let body: (col: string) => string;
+    let arg: Param;
     const pattern = `%${search.replace(/[\\%_]/g, "\\$&")}%`;
     if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
       // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
-      check = `(url LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND b.req_z = 0 AND b.req_body LIKE ? ESCAPE '\\') OR
-        (b.res_encoding = 'utf8' AND b.res_z = 0 AND b.res_body LIKE ? ESCAPE '\\'))))`;
-      checkParams.push(pattern, pattern, pattern);
+      url = "x.url LIKE ? ESCAPE '\\'";
+      body = (col) => `${col} LIKE ? ESCAPE '\\'`;
+      arg = pattern;
     } else {
       // LIKE refuses patterns over 50,000 bytes; same semantics, slower
-      const needle = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
-      check = `(instr(lower(url), ?) > 0 OR EXISTS (SELECT 1 FROM bodies b WHERE b.id = entries.id AND (
-        (b.req_encoding = 'utf8' AND b.req_z = 0 AND instr(lower(b.req_body), ?) > 0) OR
-        (b.res_encoding = 'utf8' AND b.res_z = 0 AND instr(lower(b.res_body), ?) > 0))))`;
-      checkParams.push(needle, needle, needle);
+      url = "instr(lower(x.url), ?) > 0";
+      body = (col) => `instr(lower(${col}), ?) > 0`;
+      arg = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
     }
     const needle = search;
-    if (verify) return { volatile, check: { sql: check, params: checkParams, needle } };
+    if (verify) return { volatile, check: { url, urlParams: [arg], body, arg, needle } };
     // indexed candidates are exact; the unindexed ones are checked
-    return { volatile, check: { sql: `(id <= ? OR ${check})`, params: [indexedUpto, ...checkParams], needle } };
+    return { volatile, check: { url: `(x.id <= ? OR ${url})`, urlParams: [indexedUpto, arg], body, arg, needle } };
   }
 
   /**
@@ -246,23 +357,25 @@ export class CaptureQuery {
    * (URL, uncompressed bodies); those SQL cannot decide (compressed text bodies) are decompressed and checked here.
    */
   searchIds(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string): number[] {
-    // the check is computed once per candidate (MATERIALIZED: not copied into the outer query's expressions); the
-    // compressed text bodies of those it cannot decide come with the same row, streamed, one body row read each
-    const sql = `WITH x AS MATERIALIZED (SELECT id, ${w.check.sql} AS ok FROM entries ${w.sql})
-      SELECT x.id AS id, x.ok AS ok,
-        CASE WHEN x.ok THEN NULL WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
-        CASE WHEN x.ok THEN NULL WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
-      FROM x LEFT JOIN bodies b ON b.id = x.id
-      WHERE x.ok OR (b.req_z <> 0 AND b.req_encoding = 'utf8') OR (b.res_z <> 0 AND b.res_encoding = 'utf8')
+    // one pass: each candidate's entries row (url) and bodies row are read once; SQL checks the URL and the
+    // uncompressed text bodies, the compressed ones come along (unless the URL matched) and are checked here
+    const c = w.check;
+    const sql = `SELECT x.id AS id, ${c.url} AS u,
+        CASE WHEN b.req_z = 0 AND b.req_encoding = 'utf8' THEN ${c.body("b.req_body")} END AS rql,
+        CASE WHEN b.res_z = 0 AND b.res_encoding = 'utf8' THEN ${c.body("b.res_body")} END AS rsl,
+        CASE WHEN ${c.url} THEN NULL WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
+        CASE WHEN ${c.url} THEN NULL WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
+      FROM (SELECT id, url FROM entries ${w.sql}) x LEFT JOIN bodies b ON b.id = x.id
       ORDER BY x.id ${dir}`;
     const st = w.volatile ? db.prepare(sql) : db.query(sql);
     const ids: number[] = [];
-    const holds = bodyFinder(w.check.needle);
+    const holds = bodyFinder(c.needle);
     try {
-      // parameters bind in the order they appear: the check's (select list) come before the filters' (WHERE)
-      for (const r of st.iterate(...w.check.params, ...w.params) as IterableIterator<UndecidedRow>) {
-        // uncompressed ones were checked by SQL already; base64 (binary) bodies are never searched
-        if (r.ok || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz))) ids.push(r.id);
+      // parameters bind in the order they appear: the checks' (select list), then the filters' (in x)
+      const params = [...c.urlParams, c.arg, c.arg, ...c.urlParams, ...c.urlParams, ...w.params];
+      for (const r of st.iterate(...params) as IterableIterator<CandidateRow>) {
+        // base64 (binary) bodies are never searched
+        if (r.u || r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz))) ids.push(r.id);
       }
     } finally {
       if (w.volatile) st.finalize();
@@ -287,9 +400,25 @@ export class CaptureQuery {
           : "DESC";
 
     return this.snapshot(db, (db) => {
-      const w = this.whereClause(db, q);
       let total: number;
       let rows: SummaryRow[] = [];
+      if (typeof q.search === "string" && q.search !== "") {
+        const m = this.searchMatches(db, q);
+        total = m.ids.length - m.start;
+        // the page, from the ascending ids (those above since_id start at m.start)
+        const page: number[] = [];
+        if (limit > 0) {
+          if (dir === "ASC") for (let i = m.start + offset; i < m.ids.length && page.length < limit; i++) page.push(m.ids[i]!);
+          else for (let i = m.ids.length - 1 - offset; i >= m.start && page.length < limit; i--) page.push(m.ids[i]!);
+        }
+        if (page.length > 0) {
+          rows = db
+            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id ${dir}`)
+            .all(JSON.stringify(page)) as SummaryRow[];
+        }
+        return { items: rows.map(toSummary), total, offset, limit };
+      }
+      const w = this.whereClause(db, q);
       if (!w.filtered) {
         total = this.metaValue(db, "entry_count");
         if (limit > 0 && offset < total) {
@@ -297,32 +426,194 @@ export class CaptureQuery {
             .query(`SELECT ${SUMMARY_COLUMNS} FROM entries ORDER BY id ${dir} LIMIT ? OFFSET ?`)
             .all(limit, offset) as SummaryRow[];
         }
-      } else if (w.check) {
-        const ids = this.searchIds(db, { ...w, check: w.check }, dir);
-        total = ids.length;
-        const page = limit > 0 ? ids.slice(offset, offset + limit) : [];
-        if (page.length > 0) {
-          rows = db
-            .query(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id ${dir}`)
-            .all(JSON.stringify(page)) as SummaryRow[];
-        }
       } else {
-        const stmt = (sql: string) => (w.volatile ? db.prepare(sql) : db.query(sql));
-        const countStmt = stmt(`SELECT COUNT(*) AS n FROM entries ${w.sql}`);
-        total = (countStmt.get(...w.params) as { n: number }).n;
-        if (w.volatile) countStmt.finalize();
-        if (limit > 0 && offset < total) {
-          // ids first (answerable from a covering index, sorting only integers), then the 'limit' rows
-          const pageStmt = stmt(
-            `SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN
-              (SELECT id FROM entries ${w.sql} ORDER BY id ${dir} LIMIT ? OFFSET ?) ORDER BY id ${dir}`,
-          );
-          rows = pageStmt.all(...w.params, limit, offset) as SummaryRow[];
-          if (w.volatile) pageStmt.finalize();
-        }
+        const seek = this.seekPlan(db, w.info);
+        total = this.countFiltered(db, w, seek);
+        if (limit > 0 && offset < total) rows = this.pageFiltered(db, w, seek, total, limit, offset, dir);
       }
       return { items: rows.map(toSummary), total, offset, limit };
     });
+  }
+
+  /**
+   * The number of entries matching filters without search. A host filter alone is answered from the hosts table
+   * (each host's entry count, kept by the writer in the same transactions as the entries); host with method or
+   * status seeks on an index for each (method, status code, host) instead of walking a whole status range (seekPlan);
+   * the rest is SQLite's COUNT.
+   */
+  private countFiltered(db: Database, w: { sql: string; params: Param[]; info: FilterInfo }, seek: SeekPlan | null): number {
+    const f = w.info;
+    if (f.host !== undefined && f.method === undefined && !f.status && !f.other) {
+      const r = db.query("SELECT COALESCE(SUM(n), 0) AS n FROM hosts WHERE instr(host_lc, ?) > 0").get(f.host) as { n: number };
+      return r.n;
+    }
+    if (seek) return (db.query(`SELECT COUNT(*) AS n FROM ${seek.from} WHERE ${seek.where}`).get(...seek.params) as { n: number }).n;
+    return (db.query(`SELECT COUNT(*) AS n FROM entries ${w.sql}`).get(...w.params) as { n: number }).n;
+  }
+
+  /**
+   * Host with method and/or status: the status codes present in the range (one index seek each) make the filter
+   * equalities on (method, status_code, host_lc) of entries_method, or (status_code, host_lc) of entries_status, so
+   * SQLite seeks to each matching run of index entries instead of testing every entry of the status range.
+   * Null when no such plan applies (no host, other filters, too many status codes).
+   */
+  private seekPlan(db: Database, f: FilterInfo): SeekPlan | null {
+    if (f.host === undefined || f.other || (f.method === undefined && !f.status)) return null;
+    const codes: number[] = [];
+    if (f.lo <= f.hi) {
+      const next = db.query(
+        "SELECT status_code AS s FROM entries INDEXED BY entries_status WHERE status_code >= ? ORDER BY status_code LIMIT 1",
+      );
+      let at = f.lo === -Infinity ? Number.MIN_SAFE_INTEGER : Math.ceil(f.lo);
+      for (;;) {
+        const r = next.get(at) as { s: number } | null;
+        if (!r || r.s > f.hi) break;
+        if (codes.length === MAX_STATUS_SEEKS) return null;
+        codes.push(r.s);
+        at = Math.floor(r.s) + 1;
+      }
+    }
+    const inList = codes.length ? codes.join(", ") : "NULL";
+    const hostCond = "host_lc IN (SELECT host_lc FROM hosts WHERE instr(host_lc, ?) > 0)";
+    // status codes are integers read from the index, written into the SQL (no user text)
+    if (f.method !== undefined) {
+      return {
+        from: "entries INDEXED BY entries_method",
+        where: `method = ? COLLATE NOCASE AND status_code IN (${inList}) AND ${hostCond}`,
+        params: [f.method, f.host],
+      };
+    }
+    return { from: "entries INDEXED BY entries_status", where: `status_code IN (${inList}) AND ${hostCond}`, params: [f.host] };
+  }
+
+  /**
+   * One page of a filtered list without search. When the matches are dense (the page is expected within a few
+   * thousand of the newest, or oldest, entries), the entries are walked in id order from that end and the walk stops
+   * once the page is full, within a window of ids sized from the density (and the index plan answers if the window
+   * held too few: matches are not spread evenly). Else the matching ids come from an index (SQLite's choice, or the
+   * seek plan) and the page is cut from them: the cost follows the number of matches, not the store.
+   */
+  private pageFiltered(
+    db: Database,
+    w: { sql: string; params: Param[]; info: FilterInfo },
+    seek: SeekPlan | null,
+    total: number,
+    limit: number,
+    offset: number,
+    dir: string,
+  ): SummaryRow[] {
+    const want = Math.min(limit, total - offset);
+    const byId = (sub: string) => `SELECT ${SUMMARY_COLUMNS} FROM entries WHERE id IN (${sub}) ORDER BY id ${dir}`;
+    if (w.info.sinceId === undefined) {
+      const count = this.metaValue(db, "entry_count");
+      const walk = ((offset + want) * count) / total;
+      if (walk * 4 < total || walk < 2000) {
+        const edge = (sql: string) => (db.query(sql).get() as { id: number | null } | null)?.id ?? null;
+        const lo = edge("SELECT id FROM entries ORDER BY id ASC LIMIT 1");
+        const hi = edge("SELECT id FROM entries ORDER BY id DESC LIMIT 1");
+        if (lo !== null && hi !== null && count > 0) {
+          const span = Math.ceil(((walk * 3 + 1000) * (hi - lo + 1)) / count);
+          const cond = dir === "DESC" ? "id >= ?" : "id <= ?";
+          const edgeId = dir === "DESC" ? hi - span : lo + span;
+          const where = w.sql ? `${w.sql} AND ${cond}` : `WHERE ${cond}`;
+          const rows = db
+            .query(byId(`SELECT id FROM entries NOT INDEXED ${where} ORDER BY id ${dir} LIMIT ? OFFSET ?`))
+            .all(...w.params, edgeId, limit, offset) as SummaryRow[];
+          if (rows.length >= want || (dir === "DESC" ? edgeId <= lo : edgeId >= hi)) return rows;
+        }
+      }
+    }
+    // ids first (answerable from a covering index, sorting only integers), then the 'limit' rows
+    if (seek) {
+      return db
+        .query(byId(`SELECT id FROM ${seek.from} WHERE ${seek.where} ORDER BY id ${dir} LIMIT ? OFFSET ?`))
+        .all(...seek.params, limit, offset) as SummaryRow[];
+    }
+    return db.query(byId(`SELECT id FROM entries ${w.sql} ORDER BY id ${dir} LIMIT ? OFFSET ?`)).all(...w.params, limit, offset) as SummaryRow[];
+  }
+
+  /** The cache key of a search: its string and filters, as whereClause reads them (not since_id, order or paging). */
+  private searchKey(q: ListQuery): string {
+    const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : null);
+    return JSON.stringify([
+      q.search,
+      str(q.host)?.toLowerCase() ?? null,
+      // COLLATE NOCASE folds ASCII letters only
+      str(q.method)?.replace(/[a-z]+/g, (m) => m.toUpperCase()) ?? null,
+      finiteOrUndefined(q.status) ?? null,
+      finiteOrUndefined(q.status_min) ?? null,
+      finiteOrUndefined(q.status_max) ?? null,
+      str(q.path),
+      typeof q.has_error === "boolean" ? q.has_error : null,
+      finiteOrUndefined(q.since) ?? null,
+      str(q.client),
+    ]);
+  }
+
+  /**
+   * The ids (ascending) of the entries matching a search and its filters; those above since_id start at `start`.
+   * Exact: the ids found by an earlier search with the same string and filters are kept (in this snapshot: the
+   * evicted ones dropped, the ids added since searched and appended), as long as nothing but eviction of the
+   * oldest and new entries above the highest id changed the store: a delete, a clear or a writer's open changes
+   * meta.cache_epoch (capture-db.ts), which drops them. Entries never change once written, so a kept id's match
+   * holds.
+   */
+  searchMatches(db: Database, q: ListQuery): { ids: number[]; start: number } {
+    const sinceId = finiteOrUndefined(q.since_id);
+    const edge = (sql: string) => (db.query(sql).get() as { id: number | null } | null)?.id ?? null;
+    const hi = edge("SELECT id FROM entries ORDER BY id DESC LIMIT 1");
+    if (hi === null) return { ids: [], start: 0 };
+    // every stored id is at least lo (eviction takes the oldest)
+    const lo = edge("SELECT id FROM entries ORDER BY id ASC LIMIT 1")!;
+    const epoch = this.metaValue(db, "cache_epoch");
+    const key = this.searchKey(q);
+    const need = Math.max(sinceId ?? -Infinity, lo - 1);
+    let c = this.searches.get(key);
+    if (c && (c.epoch !== epoch || c.upto > hi || c.from > need)) {
+      this.dropSearch(key, c);
+      c = undefined;
+    }
+    if (c) {
+      this.searches.delete(key);
+      this.cachedIds -= c.ids.length;
+      const gone = firstAbove(c.ids, lo - 1);
+      if (gone > 0) c.ids.splice(0, gone);
+      if (hi > c.upto) {
+        const more = this.searchRange(db, q, Math.max(c.upto, c.from), hi);
+        for (const id of more) c.ids.push(id);
+        c.upto = hi;
+      }
+    } else {
+      const from = sinceId ?? -Infinity;
+      c = { from, upto: hi, epoch, ids: this.searchRange(db, q, sinceId, hi) };
+    }
+    this.keepSearch(key, c);
+    return { ids: c.ids, start: sinceId === undefined ? 0 : firstAbove(c.ids, sinceId) };
+  }
+
+  /** The ids (ascending) matching q's search and filters above `from` (all when undefined), up to `upto` (the highest stored). */
+  private searchRange(db: Database, q: ListQuery, from: number | undefined, upto: number): number[] {
+    const direct = from !== undefined && upto - from <= DIRECT_CHECK_IDS;
+    const w = this.whereClause(db, { ...q, since_id: from }, { direct });
+    return this.searchIds(db, { ...w, check: w.check! }, "ASC");
+  }
+
+  private keepSearch(key: string, c: CachedSearch): void {
+    if (c.ids.length > SEARCH_CACHE_IDS) return;
+    this.searches.set(key, c);
+    this.cachedIds += c.ids.length;
+    for (const [k, old] of this.searches) {
+      if (this.searches.size <= SEARCH_CACHE_ENTRIES && this.cachedIds <= SEARCH_CACHE_IDS) break;
+      if (k === key) continue;
+      this.dropSearch(k, old);
+    }
+  }
+
+  private dropSearch(key: string, c: CachedSearch): void {
+    if (this.searches.get(key) === c) {
+      this.searches.delete(key);
+      this.cachedIds -= c.ids.length;
+    }
   }
 
   /** The ids of the entries matching a search and the filters of `q`, oldest first, up to `upto` (an export's). */
