@@ -13,7 +13,8 @@
  * evict them as soon as the newer ones were written. Materialising runs in steps of STEP_BUDGET_MS, so batches
  * keep being journaled meanwhile.
  *
- * Then, between requests, it fills the search index in small steps (a few ms each, so a batch never waits
+ * A record written while the search index has no backlog is indexed in the same transaction (capture-db.ts
+ * insert). Otherwise (indexing was paused, or after a crash), between requests, it fills the search index in small steps (a few ms each, so a batch never waits
  * long): back to back while no batch has arrived for busyWindowMs, spaced out by BUSY_STEP_DELAY_MS while
  * traffic flows; never while the journal has a backlog.
  *
@@ -300,6 +301,7 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
     ring = m.ring;
     maxEntries = Math.max(1, m.maxEntries);
     indexing = m.indexing;
+    w.inlineIndex = indexing;
     busyWindowMs = Math.max(0, m.busyWindowMs);
     lastSeenId = w.nextId - 1;
     lastReadable = readable();
@@ -384,6 +386,7 @@ function handle(m: WriterRequest): void {
       }
       case "indexing":
         indexing = m.on;
+        writer.inlineIndex = m.on;
         reply(m.seq, null);
         answerIndexedWaiters();
         break;
