@@ -699,6 +699,15 @@ export class CaptureWriter {
     }
   }
 
+  /** Runs fn in one write transaction (writes inside it nest as savepoints); its value is returned. */
+  inOneTransaction<T>(fn: () => T): T {
+    let out!: T;
+    this.tx(() => {
+      out = fn();
+    });
+    return out;
+  }
+
   /** meta.entry_count: the number of entries, read by the main thread with the first page of an unfiltered list. */
   private writeCount(): void {
     this.setMeta("entry_count", this.stored);
