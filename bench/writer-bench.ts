@@ -7,7 +7,7 @@
  * each as CPU time of this thread per entry (/proc/<pid>/task/<pid>/schedstat: what load does not distort much,
  * unlike wall time), then the database's size per entry and where it goes (SQLite's dbstat).
  *
- *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--no-dbstat]
+ *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--group 1] [--no-dbstat]
  *
  * Ends with `RESULT {json}`. To compare two builds, run this file against each one after the other, a few times.
  */
@@ -29,6 +29,7 @@ const STEP_MS = opt("step-ms", 4);
 const STEP_ROWS = opt("step-rows", 256);
 const BATCH = opt("batch", 200);
 const INLINE = args.includes("--inline");
+const GROUP = Math.max(1, opt("group", 1));
 
 const schedPath = `/proc/${process.pid}/task/${process.pid}/schedstat`;
 /** CPU time of this thread so far (ms); process CPU time where /proc is not there. */
@@ -71,11 +72,18 @@ for (let r = 0; r < ROUNDS; r++) {
     let c0 = cpuMs();
     let t0 = performance.now();
     let id = 0;
-    for (const bytes of batches) {
+    // --group K: K batches in one transaction (each batch's own nests as a savepoint), as the writer Worker
+    // materialises consecutive journal records
+    const writeOne = (bytes: Uint8Array) => {
       const d = decodeBatch(bytes);
       id += d.rows.length;
       const res = w.writeBatch(d, id + 1000);
       if (res.failed) throw new Error(`write failed: ${res.error}`);
+    };
+    for (let i = 0; i < batches.length; i += GROUP) {
+      const some = batches.slice(i, i + GROUP);
+      if (GROUP === 1) writeOne(some[0]!);
+      else w.inOneTransaction(() => some.forEach(writeOne));
     }
     const writeUs = ((cpuMs() - c0) * 1000) / N;
     const writeWallMs = performance.now() - t0;

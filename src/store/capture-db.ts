@@ -699,14 +699,34 @@ export class CaptureWriter {
     }
   }
 
-  /** Runs fn in one write transaction (writes inside it nest as savepoints); its value is returned. */
+  /**
+   * Runs fn in one write transaction (the batches written inside it nest as savepoints); its value is returned.
+   * The rows those batches put into the search index go in at the end, in one go: FTS5 writes its pending
+   * rows out as a new segment at every savepoint, so indexing each batch in its own would cost as many small
+   * segments as before (bench/writer-bench.ts --group: 159 µs per entry against 134 µs with one segment per
+   * 1,000 entries).
+   */
   inOneTransaction<T>(fn: () => T): T {
     let out!: T;
-    this.tx(() => {
-      out = fn();
-    });
+    const outer = !this.grouping;
+    this.grouping = true;
+    try {
+      this.tx(() => {
+        out = fn();
+        if (outer && this.deferred.length > 0) this.indexNow(this.deferred);
+      });
+    } finally {
+      if (outer) {
+        this.grouping = false;
+        this.deferred = [];
+      }
+    }
     return out;
   }
+
+  /** Inside inOneTransaction: rows to index when it ends. */
+  private grouping = false;
+  private deferred: Row[] = [];
 
   /** meta.entry_count: the number of entries, read by the main thread with the first page of an unfiltered list. */
   private writeCount(): void {
@@ -753,7 +773,8 @@ export class CaptureWriter {
     }
     // no entry stored before this batch is waiting for the search index: the batch is indexed in its own
     // transaction, with the text at hand (see insert)
-    const inline = this.inlineIndex && this.hasFts && this.indexedUpto >= this.maxId && increasing(prepared, this.indexedUpto);
+    const mark = this.deferred.length > 0 ? this.deferred[this.deferred.length - 1]!.id : this.indexedUpto;
+    const inline = this.inlineIndex && this.hasFts && mark >= this.maxId && increasing(prepared, mark);
     for (const r of rows) if (typeof r[0] === "number" && r[0] > this.maxId) this.maxId = r[0];
     let written = 0;
     if (prepared.length > 0) {
@@ -823,23 +844,29 @@ export class CaptureWriter {
       if (ceiling > this.ceiling) this.writeCeiling(ceiling);
       this.setJournalUpto(journalUpto);
       if (this.stored > this.maxEntries) this.evictOldest(this.stored - this.maxEntries);
-      if (inline) {
-        // after the eviction (which moves the index mark past what it evicted): only rows still stored go in,
-        // and a generation whose entries were all evicted is dropped before new rows could land in it
-        const from = rows.findIndex((r) => r.id > this.indexedUpto);
-        if (from >= 0) {
-          this.sizeGenerations();
-          this.ftsAdd(rows.length - from, (i) => {
-            const r = rows[from + i]!;
-            return [r.id, r.text[0], r.text[1], r.text[2]];
-          }, null);
-          this.setIndexedUpto(rows[rows.length - 1]!.id);
-        }
-      }
+      if (inline && !this.grouping) this.indexNow(rows);
       this.evictForSize();
       this.writeCount();
     });
-    if (inline) this.stats.inlineIndexedRows += rows.length;
+    // in a group, the rows are indexed when it ends (see inOneTransaction), once their savepoint has held
+    if (inline && this.grouping) this.deferred.push(...rows);
+  }
+
+  /**
+   * Inside a transaction: rows written with no index backlog go into the search index. After the eviction (which
+   * moves the index mark past what it evicted): only rows still stored go in, and a generation whose entries were
+   * all evicted is dropped before new rows could land in it.
+   */
+  private indexNow(rows: Row[]): void {
+    const from = rows.findIndex((r) => r.id > this.indexedUpto);
+    if (from < 0) return;
+    this.sizeGenerations();
+    this.ftsAdd(rows.length - from, (i) => {
+      const r = rows[from + i]!;
+      return [r.id, r.text[0], r.text[1], r.text[2]];
+    }, null);
+    this.setIndexedUpto(rows[rows.length - 1]!.id);
+    this.stats.inlineIndexedRows += rows.length - from;
   }
 
   /** Evicts the n oldest entries. */

@@ -4,9 +4,13 @@
  * steps; while indexing is paused, or a backlog remains, the batches are left to the index steps, and search is
  * exact throughout.
  */
-import { afterEach, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { CaptureWriter, ftsTable } from "../../src/store/capture-db.ts";
 import { CaptureStore } from "../../src/store/capture-store.ts";
+import { BatchBuilder, batchBytes, type DecodedBatch, decodeBatch } from "../../src/store/entry-codec.ts";
 import type { NewEntry } from "../../src/store/types.ts";
+import { tempDir } from "../helpers/tapwire-process.ts";
 
 const enc = new TextEncoder();
 const open: CaptureStore[] = [];
@@ -71,4 +75,68 @@ test("batches are indexed as they are written while there is no backlog; paused 
   expect(st.indexedRows).toBe(300);
   expect(st.inlineIndexedRows).toBe(1700);
   for (const w of ["word0", "word12", "word5"]) await expectSearch(w);
+});
+
+describe("several journal records in one transaction (CaptureWriter.inOneTransaction)", () => {
+  const batchOf = (b: BatchBuilder, from: number, n: number, bad = -1): DecodedBatch => {
+    for (let id = from; id < from + n; id++) {
+      // a null method passes the encoding but SQLite refuses it (NOT NULL): that entry fails alone
+      b.add(id, { ...entry(id), method: id === bad ? (null as unknown as string) : "GET" });
+    }
+    const t = b.take()!;
+    const bytes = batchBytes(b.ring, t).slice();
+    if (!t.data) b.release();
+    return decodeBatch(bytes);
+  };
+  const ftsRows = (w: CaptureWriter) =>
+    (w.db.query("SELECT gen FROM fts_gens").all() as { gen: number }[]).reduce(
+      (sum, { gen }) => sum + (w.db.query(`SELECT COUNT(*) AS n FROM ${ftsTable(gen)}`).get() as { n: number }).n,
+      0,
+    );
+
+  test("a bad entry costs only itself; the rows go into the search index when the group ends; a failed group leaves nothing", () => {
+    const w = new CaptureWriter(join(tempDir(), "g.db"), { maxEntries: 10_000, assigned: 0, idReserve: 100 });
+    try {
+      const b = new BatchBuilder();
+      const res = w.inOneTransaction(() => [
+        w.writeBatch(batchOf(b, 1, 50), 300),
+        w.writeBatch(batchOf(b, 51, 50, 75), 300),
+        w.writeBatch(batchOf(b, 101, 50), 300),
+      ]);
+      expect(res.map((r) => r.failed)).toEqual([0, 1, 0]);
+      expect(w.stored).toBe(149);
+      expect(w.indexedUpto).toBe(150);
+      expect(w.backlog).toBe(false);
+      expect(w.stats.inlineIndexedRows).toBe(149);
+      expect(w.stats.indexSteps).toBe(0);
+      expect(ftsRows(w)).toBe(149);
+      expect(w.db.query("SELECT COUNT(*) AS n FROM entries WHERE id = 75").get()).toEqual({ n: 0 });
+
+      // a group that fails midway (here: thrown after a batch) leaves nothing behind; the ids it saw stay taken,
+      // so the next batch is left to the index steps (the mark is behind them), after which batches are indexed
+      // with their write again
+      expect(() =>
+        w.inOneTransaction(() => {
+          w.writeBatch(batchOf(b, 151, 50), 300);
+          throw new Error("disk full");
+        }),
+      ).toThrow("disk full");
+      expect(w.stored).toBe(149);
+      expect(w.indexedUpto).toBe(150);
+      expect(ftsRows(w)).toBe(149);
+      expect(w.db.query("SELECT COUNT(*) AS n FROM entries WHERE id > 150").get()).toEqual({ n: 0 });
+      w.writeBatch(batchOf(b, 201, 50), 300);
+      expect(w.stored).toBe(199);
+      expect(w.backlog).toBe(true);
+      while (w.indexStep(100, 1000) > 0);
+      expect(w.indexedUpto).toBe(250);
+      expect(ftsRows(w)).toBe(199);
+      w.writeBatch(batchOf(b, 251, 50), 400);
+      expect(w.indexedUpto).toBe(300);
+      expect(w.stats.inlineIndexedRows).toBe(199);
+      expect(ftsRows(w)).toBe(249);
+    } finally {
+      w.close(300);
+    }
+  });
 });
