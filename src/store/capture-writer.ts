@@ -4,19 +4,21 @@
  *
  * A batch is appended to the journal at once and acknowledged ("journaled": durable, the main thread lets go of
  * it); it is written into SQLite ("materialised") later, and its "reply" then tells the main thread the entries
- * are readable. Materialising costs 20-30 µs of CPU per entry, appending about 1 µs, and on a busy machine that
- * CPU is the proxy's, so the journal is materialised:
+ * are readable. Materialising costs some 140 µs of CPU per entry with the search index (bench/writer-bench.ts),
+ * appending about 1 µs, and on a busy machine that CPU is the proxy's, so the journal is materialised:
  *   - at once when a reader waits ("hurry": list, get, flush, delete...),
  *   - when the traffic pauses (no batch for busyWindowMs),
  *   - and while the journal holds more than journalMaxBytes, whatever the traffic.
  * When the journal holds more than maxEntries entries, the oldest records are skipped instead: the store would
- * evict them as soon as the newer ones were written. Materialising runs in steps of STEP_BUDGET_MS, so batches
- * keep being journaled meanwhile.
+ * evict them as soon as the newer ones were written. Materialising runs in steps of MATERIALIZE_STEP_MS, each
+ * one transaction of consecutive records (at most GROUP_MAX_ENTRIES entries), so batches keep being journaled
+ * meanwhile.
  *
- * A record written while the search index has no backlog is indexed in the same transaction (capture-db.ts
- * insert). Otherwise (indexing was paused, or after a crash), between requests, it fills the search index in small steps (a few ms each, so a batch never waits
- * long): back to back while no batch has arrived for busyWindowMs, spaced out by BUSY_STEP_DELAY_MS while
- * traffic flows; never while the journal has a backlog.
+ * Records written while the search index has no backlog are indexed in the same transaction (capture-db.ts
+ * insert, inOneTransaction). Otherwise (indexing was paused, or a backlog after a crash), between requests, it
+ * fills the search index in steps (a few ms each while traffic flows, so a batch never waits long, spaced out by
+ * BUSY_STEP_DELAY_MS; longer ones back to back while no batch has arrived for busyWindowMs); never while the
+ * journal has a backlog.
  *
  * Built as an extra entrypoint of the compiled binary (build.ts). Never throws out of a handler: an uncaught
  * exception would end the worker (the store restarts it once, see capture-store.ts).
