@@ -157,6 +157,8 @@ export interface WriterStatus {
   indexedRows: number;
   indexMsTotal: number;
   indexMsMax: number;
+  /** Entries indexed with their batch, in its transaction (no backlog then), not by index steps. */
+  inlineIndexedRows: number;
   /** Bytes of the database in use (pages minus free pages). */
   usedBytes: number;
   /** Times the size bound made the writer evict. */

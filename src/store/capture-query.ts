@@ -14,6 +14,7 @@
 import type { Database } from "bun:sqlite";
 import { bodyFinder, unpackForApi } from "./body-pack.ts";
 import { ftsTable } from "./capture-db.ts";
+import { storedHeaders } from "./header-pack.ts";
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult } from "./types.ts";
 
 export const LIST_LIMIT_DEFAULT = 50;
@@ -44,8 +45,8 @@ type SummaryRow = Omit<EntrySummary, "has_response" | "error"> & { has_response:
 
 interface DetailRow extends SummaryRow {
   extra: string | null;
-  req_headers: string | null;
-  res_headers: string | null;
+  req_headers: string | Uint8Array | null;
+  res_headers: string | Uint8Array | null;
   req_body: string | Uint8Array | null;
   req_encoding: string | null;
   req_size: number | null;
@@ -145,14 +146,9 @@ export function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
 }
 
-function parseHeaders(json: string | null): HeaderList {
-  if (json === null) return [];
-  try {
-    const v = JSON.parse(json);
-    return Array.isArray(v) ? (v as HeaderList) : [];
-  } catch {
-    return [];
-  }
+/** A stored header list: JSON text, or packed bytes (schema 4, header-pack.ts). */
+function parseHeaders(stored: string | Uint8Array | null): HeaderList {
+  return storedHeaders(stored);
 }
 
 
