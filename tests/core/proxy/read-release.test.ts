@@ -10,9 +10,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Endpoint } from "../../../src/core/proxy/endpoint.ts";
+import { generateCA } from "../../../src/core/tls/ca.ts";
+import { LeafCertCache } from "../../../src/core/tls/leaf.ts";
 import { startService } from "../../helpers/service.ts";
 import { tempDir } from "../../helpers/tapwire-process.ts";
 import { curl } from "../../helpers/upstream.ts";
@@ -22,7 +24,10 @@ const BODY_LIMIT = 64 * 1024;
 type Svc = Awaited<ReturnType<typeof startService>>;
 let svc: Svc;
 let origin: ReturnType<typeof Bun.serve>;
+/** The same origin over TLS (reached through CONNECT, intercepted: reads come from TLS sockets on both sides). */
+let tlsOrigin: ReturnType<typeof Bun.serve>;
 let proxy = "";
+let tapwireCa = "";
 
 /** Seeded random bytes (xorshift32), the same for the same seed and size. */
 function randomBytes(seed: number, n: number): Uint8Array {
@@ -49,11 +54,16 @@ beforeAll(async () => {
     if (d.byteOffset === 0 && d.byteLength >= 16 * 1024 && d.byteLength === d.buffer.byteLength && (this as unknown as { corked: unknown }).corked === null) released.push({ buf: d.buffer, queued: this.queued > 0 });
     return realRelease.call(this, d);
   };
-  origin = Bun.serve({
+  const originCa = generateCA();
+  const leaf = new LeafCertCache(originCa).get("localhost");
+  const caFile = join(tempDir(), "origin-ca.pem");
+  writeFileSync(caFile, originCa.certPem);
+  const serve = (tls: boolean) => Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     idleTimeout: 0,
     maxRequestBodySize: 1024 * MB,
+    ...(tls ? { tls: { cert: leaf.cert, key: leaf.key } } : {}),
     async fetch(req) {
       const url = new URL(req.url);
       const n = Number(url.searchParams.get("n") ?? 0);
@@ -92,13 +102,18 @@ beforeAll(async () => {
       return new Response("not found", { status: 404 });
     },
   });
-  svc = await startService({ bodyLimit: BODY_LIMIT });
+  origin = serve(false);
+  tlsOrigin = serve(true);
+  svc = await startService({ bodyLimit: BODY_LIMIT, upstreamCa: [caFile] });
   proxy = `http://127.0.0.1:${svc.proxyPort}`;
+  tapwireCa = join(svc.config.dataDir, "ca.pem");
+  expect(readFileSync(tapwireCa, "utf8")).toContain("BEGIN CERTIFICATE");
 });
 afterAll(async () => {
   Endpoint.prototype.release = realRelease;
   await svc?.stop();
   origin?.stop(true);
+  tlsOrigin?.stop(true);
 });
 
 /** Every read release took is detached by now (markers in a queue are processed once the bytes before them go). */
@@ -155,6 +170,25 @@ describe("reads released once written, bytes intact", () => {
     } finally {
       await svc.call("/api/v1/throttle", { method: "DELETE" });
     }
+  });
+
+  test("HTTPS, intercepted (TLS sockets both sides): 32 MiB downloads with and without a length, and a 32 MiB upload, intact", async () => {
+    const n = 32 * MB;
+    const base = `https://localhost:${tlsOrigin.port}`;
+    const tls = ["--http1.1", "--cacert", tapwireCa, "-x", proxy];
+    const from = released.length;
+    for (const kind of ["len", "chunked"]) {
+      const r = await curl([...tls, "--limit-rate", "60M", "-o", "-", `${base}/${kind}?n=${n}&seed=13`]);
+      expect(r.code).toBe(0);
+      expect(sha(r.bytes)).toBe(sha(randomBytes(13, n)));
+    }
+    const data = randomBytes(17, n);
+    const file = join(tempDir(), "up-tls.bin");
+    writeFileSync(file, data);
+    const up = await curl([...tls, "-H", "Expect:", "-T", file, `${base}/sha?mode=tls`]);
+    expect(up.code).toBe(0);
+    expect(JSON.parse(up.out)).toEqual({ size: n, sha: sha(data) });
+    expectAllDetached(from);
   });
 
   for (const mode of ["length", "chunked"] as const) {
