@@ -28,6 +28,7 @@ let origin: ReturnType<typeof Bun.serve>;
 let tlsOrigin: ReturnType<typeof Bun.serve>;
 let proxy = "";
 let tapwireCa = "";
+let originCaFile = "";
 
 /** Seeded random bytes (xorshift32), the same for the same seed and size. */
 function randomBytes(seed: number, n: number): Uint8Array {
@@ -58,6 +59,7 @@ beforeAll(async () => {
   const leaf = new LeafCertCache(originCa).get("localhost");
   const caFile = join(tempDir(), "origin-ca.pem");
   writeFileSync(caFile, originCa.certPem);
+  originCaFile = caFile;
   const serve = (tls: boolean) => Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
@@ -189,6 +191,31 @@ describe("reads released once written, bytes intact", () => {
     expect(up.code).toBe(0);
     expect(JSON.parse(up.out)).toEqual({ size: n, sha: sha(data) });
     expectAllDetached(from);
+  });
+
+  test("a CONNECT tunnel (ignored host, not intercepted): 32 MiB down and up, intact", async () => {
+    expect((await svc.call("/api/v1/ignored-hosts/localhost", { method: "PUT" })).status).toBeLessThan(300);
+    try {
+      const n = 32 * MB;
+      const base = `https://localhost:${tlsOrigin.port}`;
+      const via = ["--http1.1", "--cacert", originCaFile, "-x", proxy];
+      const from = released.length;
+      const r = await curl([...via, "--limit-rate", "60M", "-o", "-", `${base}/chunked?n=${n}&seed=19`]);
+      expect(r.code).toBe(0);
+      expect(sha(r.bytes)).toBe(sha(randomBytes(19, n)));
+      const data = randomBytes(23, n);
+      const file = join(tempDir(), "up-tunnel.bin");
+      writeFileSync(file, data);
+      const up = await curl([...via, "-H", "Expect:", "-T", file, `${base}/sha?mode=tunnel`]);
+      expect(up.code).toBe(0);
+      expect(JSON.parse(up.out)).toEqual({ size: n, sha: sha(data) });
+      expectAllDetached(from);
+      // nothing of it was intercepted: no entry has these URLs
+      const items = ((await (await svc.call(`/api/v1/traffic?limit=50`)).json()) as any).items as any[];
+      expect(items.some((e) => String(e.url).includes("seed=19") || String(e.url).includes("mode=tunnel"))).toBe(false);
+    } finally {
+      await svc.call("/api/v1/ignored-hosts/localhost", { method: "DELETE" });
+    }
   });
 
   for (const mode of ["length", "chunked"] as const) {
