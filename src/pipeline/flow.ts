@@ -64,8 +64,11 @@ export class BodyCapture {
     this.size += data.length;
     if (this.kept >= this.limit) return;
     const take = Math.min(data.length, this.limit - this.kept);
-    // copy: the source buffer may be reused or queued elsewhere
-    this.chunks.push(data.slice(0, take));
+    // a copy: the source buffer may be reused, queued or released (Endpoint.release). Not `data.slice()`: on a
+    // Buffer (what Bun's sockets hand out) that is a view, which would also keep the whole read alive.
+    const copy = new Uint8Array(take);
+    copy.set(take === data.length ? data : data.subarray(0, take));
+    this.chunks.push(copy);
     this.kept += take;
   }
   bytes(): Uint8Array | null {

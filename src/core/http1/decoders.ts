@@ -34,10 +34,39 @@ const S_TRAILER_LF = 9; // LF ending a trailer line
 const S_END_LF = 10; // LF of the final empty line
 const S_DONE = 11;
 
-/** Incremental decoder for `Transfer-Encoding: chunked` bodies (RFC 9112 section 7.1). */
+/**
+ * Incremental decoder for `Transfer-Encoding: chunked` bodies (RFC 9112 section 7.1).
+ *
+ * Passthrough (`startPassthrough()`, before the first push): a proxy that relays the body unchanged can forward
+ * the framing as it came, one write per read, instead of framing each chunk again. After every push the decoder
+ * then says which of the pushed bytes may go on as they are: `[0, forwardEnd)` are chunk-size lines (extensions
+ * included), data and their CRLFs of chunks other than the last, and `prefix` (or null) holds bytes of a chunk-size
+ * line begun in an earlier push that this push showed to open a data chunk: they go before those. A size line whose
+ * digits so far are all zeros may still be the last chunk, so it is held back (copied, at most
+ * MAX_CHUNK_SIZE_LINE bytes) until a non-zero digit or its end decides. The last chunk, the trailer section and the
+ * final CRLF are never forwardable: the caller writes its own end (filtered trailers); bytes after the body are
+ * `rest` as always. Whether or not payload slices are collected (`skipData`), `payloadBytes` counts the last push's
+ * chunk data.
+ */
 export class ChunkedDecoder {
   /** Trailer fields, complete once `done`. */
   trailers: HeaderList = [];
+  /** Passthrough: the pushed bytes before this offset may be forwarded as they are (see the class comment). */
+  forwardEnd = 0;
+  /** Passthrough: bytes of earlier pushes to forward before the last push's `[0, forwardEnd)`, or null. */
+  prefix: Uint8Array | null = null;
+  /** Bytes of chunk data in the last push (counted whether or not slices are collected). */
+  payloadBytes = 0;
+  /** When true, push() returns no payload slices (a caller that only counts them saves their allocation). */
+  skipData = false;
+
+  private passthrough = false;
+  private pushed = false;
+  /** Passthrough: inside a size line whose digits so far are all zeros (it may be the last chunk). */
+  private undecided = false;
+  /** Passthrough: where that line began in the current push (-1: in an earlier push, its bytes are in `held`). */
+  private lineStart = -1;
+  private held: Uint8Array | null = null;
 
   private state = S_SIZE;
   private size = 0;
@@ -52,16 +81,36 @@ export class ChunkedDecoder {
     return this.state === S_DONE;
   }
 
+  /** Turn passthrough bookkeeping on (see the class comment); false when bytes were pushed already. */
+  startPassthrough(): boolean {
+    if (this.pushed) return false;
+    this.passthrough = true;
+    return true;
+  }
+
+  get isPassthrough(): boolean {
+    return this.passthrough;
+  }
+
   push(chunk: Uint8Array): BodyChunk {
     const n = chunk.length;
+    this.payloadBytes = 0;
+    this.prefix = null;
+    this.forwardEnd = 0;
     if (this.state === S_DONE) return { data: [], done: true, rest: n > 0 ? chunk : null };
+    if (n > 0) this.pushed = true;
     const data: Uint8Array[] = [];
+    const pass = this.passthrough;
+    // passthrough: where the bytes that may not be forwarded (last chunk, trailer section) begin in this push
+    let stop = pass && this.state >= S_TRAILER_START ? 0 : n;
+    if (pass) this.lineStart = -1;
     let i = 0;
     while (i < n) {
       switch (this.state) {
         case S_DATA: {
           const take = Math.min(this.remaining, n - i);
-          data.push(chunk.subarray(i, i + take));
+          if (!this.skipData) data.push(chunk.subarray(i, i + take));
+          this.payloadBytes += take;
           i += take;
           this.remaining -= take;
           if (this.remaining === 0) this.state = S_DATA_CR;
@@ -71,6 +120,13 @@ export class ChunkedDecoder {
           const b = chunk[i];
           const h = HEX[b];
           if (h >= 0) {
+            if (pass) {
+              if (this.digits === 0 && h === 0) {
+                // "0...": the last chunk, or a size with leading zeros; held back until that is known
+                this.undecided = true;
+                this.lineStart = i;
+              } else if (h !== 0 && this.undecided) this.decideData();
+            }
             if (++this.digits > 16) throw new HttpParseError("chunk size has too many digits", ERR);
             this.size = this.size * 16 + h;
             if (this.size > Number.MAX_SAFE_INTEGER) throw new HttpParseError("chunk size overflow", ERR);
@@ -119,6 +175,12 @@ export class ChunkedDecoder {
           i++;
           if (this.size === 0) {
             this.state = S_TRAILER_START;
+            if (pass) {
+              // the last chunk: nothing from its size line on is forwarded (held bytes of it are dropped)
+              stop = this.lineStart >= 0 ? this.lineStart : 0;
+              this.undecided = false;
+              this.held = null;
+            }
           } else {
             this.remaining = this.size;
             this.state = S_DATA;
@@ -177,11 +239,30 @@ export class ChunkedDecoder {
           i++;
           this.state = S_DONE;
           this.line = null;
+          if (pass) this.forwardEnd = stop;
           return { data, done: true, rest: i < n ? chunk.subarray(i) : null };
         }
       }
     }
+    if (pass) {
+      if (this.undecided) {
+        // the push ends inside an undecided size line: its bytes wait (copied: the caller's buffer moves on)
+        const from = this.lineStart >= 0 ? this.lineStart : 0;
+        this.held = this.held === null || this.lineStart >= 0 ? concatTwo(EMPTY, chunk.subarray(from)) : concatTwo(this.held, chunk);
+        this.forwardEnd = from;
+      } else {
+        this.forwardEnd = stop;
+      }
+    }
     return { data, done: false, rest: null };
+  }
+
+  /** Passthrough: the undecided size line opens a data chunk; bytes of it held from earlier pushes go first. */
+  private decideData(): void {
+    this.undecided = false;
+    if (this.lineStart < 0 && this.held !== null) this.prefix = this.prefix === null ? this.held : concatTwo(this.prefix, this.held);
+    this.held = null;
+    this.lineStart = -1;
   }
 
   private countLine(k: number): void {
@@ -204,6 +285,16 @@ export class ChunkedDecoder {
     this.line.set(chunk.subarray(s, e), this.lineUsed);
     this.lineUsed = need;
   }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** A new buffer holding a then b (a copy even when one is empty: `slice` on a Buffer would give a view). */
+function concatTwo(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
 }
 
 /** Decoder for a body delimited by Content-Length: passes `length` bytes through, then stops. */

@@ -6,6 +6,8 @@ export const HIGH_WATER = 1024 * 1024;
 const THROTTLED_HIGH_WATER = 64 * 1024;
 /** Largest slice released through a throttle at once. */
 const THROTTLE_SLICE = 16 * 1024;
+/** Socket reads at least this large are given back to the allocator once written (see Endpoint.release). */
+const RELEASE_MIN = 16 * 1024;
 
 /** A rate limit on one direction of a connection (see src/throttle). */
 export interface Throttle {
@@ -109,7 +111,10 @@ export class Endpoint {
     }
     if (this.throttle || this.tqBytes > 0) {
       if (data.length === 0) return this.tqBytes + this.queued < THROTTLED_HIGH_WATER;
-      this.tq.push(data.slice());
+      // a copy (not `data.slice()`, a view on a Buffer): the caller may release its buffer once written
+      const copy = new Uint8Array(data.length);
+      copy.set(data);
+      this.tq.push(copy);
       this.tqBytes += data.length;
       this.pump();
       const ok = this.tqBytes + this.queued < THROTTLED_HIGH_WATER;
@@ -169,10 +174,31 @@ export class Endpoint {
     return this.queued < HIGH_WATER;
   }
 
+  /**
+   * `d` is a whole socket read (a buffer Bun handed out, not a view into one) whose bytes were just written here
+   * and that nothing else refers to: its memory goes back to the allocator (the ArrayBuffer is detached) as soon
+   * as the kernel has taken them, now or after what is queued before it. Without this a read's buffer lives until
+   * JavaScriptCore's collector finds it dead, and a stream piles up dead reads in proportion to the live heap
+   * (docs/performance.md, "RSS while streaming"). Anything that is not a whole read of RELEASE_MIN bytes or more
+   * is left alone; so is everything while writes are corked (the cork holds views).
+   */
+  release(d: Uint8Array): void {
+    if (d.byteOffset !== 0 || d.byteLength < RELEASE_MIN || d.byteLength !== d.buffer.byteLength || this.corked !== null) return;
+    if (this.queued === 0) return detach(d.buffer);
+    // views of it may wait in the queue: a zero-length marker after them detaches it once they are written
+    if (!this.closed) this.queue.push(d.subarray(0, 0));
+  }
+
   /** Socket drain handler. */
   handleDrain(): void {
     while (this.queue.length > 0) {
       const d = this.queue[0]!;
+      if (d.length === 0) {
+        // a release marker (see release): everything queued before it is written
+        this.queue.shift();
+        detach(d.buffer);
+        continue;
+      }
       const n = this.socket.write(d);
       if (n < 0) return;
       if (n > 0) this.lastProgress = performance.now();
@@ -225,6 +251,13 @@ export class Endpoint {
   get isPaused(): boolean {
     return this.paused;
   }
+}
+
+/** Detach an ArrayBuffer, freeing its memory now (a no-op for one that cannot be detached). */
+function detach(b: ArrayBufferLike): void {
+  try {
+    (b as ArrayBuffer & { transfer(n: number): ArrayBuffer }).transfer(0);
+  } catch {}
 }
 
 export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {

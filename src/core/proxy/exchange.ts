@@ -7,7 +7,7 @@ import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { constants as h2constants } from "node:http2";
 import { headerList, type H2Response, type H2UpstreamPool } from "./h2-upstream.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
-import { type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
+import { type BodyCapture, type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
 import { concatAll, concatBytes, type Endpoint } from "./endpoint.ts";
 import { type UpstreamConn, UpstreamError, type UpstreamOwner, type UpstreamTarget } from "./upstream.ts";
@@ -75,6 +75,11 @@ export abstract class Exchange implements UpstreamOwner {
   protected resBytes = 0;
   protected resParts: Uint8Array[] = [];
   protected resPartsSize = 0;
+  /**
+   * The client endpoint that takes this response's chunked framing as the upstream sent it (see
+   * ChunkedDecoder's passthrough and forwardFramedResponse), or null when the body is framed again.
+   */
+  protected resFramedTo: Endpoint | null = null;
   protected upstreamReusable = true;
   /** Interim responses seen for the current request. */
   protected interim = 0;
@@ -130,6 +135,21 @@ export abstract class Exchange implements UpstreamOwner {
   protected abstract upstreamServername(host: string, port: number): string | undefined;
   /** Tear the client side down at once (an exchange that cannot be completed). */
   abstract destroy(): void;
+  /**
+   * The client endpoint when the response body goes to it chunked over HTTP/1 (so an upstream's chunked framing
+   * can be relayed as it came), else null. An HTTP/2 client frames the body itself.
+   */
+  protected chunkedClientEndpoint(): Endpoint | null {
+    return null;
+  }
+  /**
+   * The client's endpoint when response body pieces written to the client are written to it (HTTP/1), so a
+   * socket read of the body can be released there once written (Endpoint.release); null otherwise (an HTTP/2
+   * stream may keep what it was given).
+   */
+  protected clientEndpoint(): Endpoint | null {
+    return null;
+  }
   /** A 101 to a WebSocket upgrade: the client connection becomes a relay. */
   protected abstract switchToWebSocket(flow: Flow): void;
   /** Bytes from upstream while relaying a WebSocket. */
@@ -163,6 +183,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.resBytes = 0;
     this.resParts = [];
     this.resPartsSize = 0;
+    this.resFramedTo = null;
     this.resTrailers = null;
     this.reqTrailers = null;
     this.upstreamEnded = false;
@@ -220,7 +241,7 @@ export abstract class Exchange implements UpstreamOwner {
    * Pieces of the request body as the client sent them (unframed); `done`: the body is complete. Collected for an
    * addon, or streamed to upstream with backpressure.
    */
-  protected requestBodyData(flow: Flow, data: Uint8Array[], done: boolean): void {
+  protected requestBodyData(flow: Flow, data: Uint8Array[], done: boolean, framed: Uint8Array | null = null): void {
     if (done && this.reqTrailers !== null && this.reqTrailers.length) flow.extra.req_trailers = this.reqTrailers;
     if (this.reqState === "collect") {
       for (const p of data) {
@@ -244,10 +265,20 @@ export abstract class Exchange implements UpstreamOwner {
     const up = this.upstream!;
     up.touch();
     let ok = true;
-    for (const p of data) {
-      if (flow.capture) flow.reqBody.add(p);
-      this.reqBodyBytesSent += p.length;
-      ok = (this.reqChunkedOut ? writeChunk(up.ep, p) : up.ep.write(p)) && ok;
+    const dec = framed !== null ? (this.reqDecoder as ChunkedDecoder) : null;
+    if (dec !== null) {
+      // `framed`: the bytes the client sent, its chunked framing relayed as it came (see ChunkedDecoder)
+      if (flow.capture) teeFramed(flow.reqBody, dec, data);
+      this.reqBodyBytesSent += dec.payloadBytes;
+      if (dec.prefix !== null) ok = up.ep.write(dec.prefix);
+      const end = dec.forwardEnd;
+      if (end > 0) ok = up.ep.write(end === framed!.length ? framed! : framed!.subarray(0, end)) && ok;
+    } else {
+      for (const p of data) {
+        if (flow.capture) flow.reqBody.add(p);
+        this.reqBodyBytesSent += p.length;
+        ok = (this.reqChunkedOut ? writeChunk(up.ep, p) : up.ep.write(p)) && ok;
+      }
     }
     if (done) {
       // the trailer section goes on when the body goes upstream chunked (a length-framed body has no place for it)
@@ -521,6 +552,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.upstream = conn;
     conn.ep.onDrain = null;
     conn.ep.throttle = flow.throttleUp;
+    this.resFramedTo = null;
     this.resState = "head";
     this.resBuf = EMPTY;
     this.interim = 0;
@@ -546,6 +578,9 @@ export abstract class Exchange implements UpstreamOwner {
       this.reqState = "done";
       if (timing) timing.sent = performance.now();
     } else if (this.reqDecoder) {
+      // chunked in, chunked out, nobody changes the body: the client's framing goes on as it came
+      const dec = this.reqDecoder;
+      if (this.reqChunkedOut && dec instanceof ChunkedDecoder && dec.startPassthrough()) dec.skipData = !flow.capture || flow.reqBody.kept >= flow.reqBody.limit;
       conn.ep.cork();
       conn.ep.write(head);
       this.reqState = "stream";
@@ -705,6 +740,13 @@ export abstract class Exchange implements UpstreamOwner {
         this.uncorkClient();
         return;
       }
+      // chunked from an HTTP/1 origin, chunked to an HTTP/1 client, streamed unchanged: the framing goes as it came
+      const dec = this.resDecoder;
+      const to = this.chunkedClientEndpoint();
+      if (to !== null && dec instanceof ChunkedDecoder && dec.startPassthrough()) {
+        this.resFramedTo = to;
+        dec.skipData = !flow.capture || flow.resBody.kept >= flow.resBody.limit;
+      }
     }
     const b = this.resBuf;
     this.resBuf = EMPTY;
@@ -744,6 +786,7 @@ export abstract class Exchange implements UpstreamOwner {
       data = [d]; // read until close
       done = false;
     }
+    if (this.resFramedTo !== null) return this.forwardFramedResponse(flow, this.resFramedTo, d, data, done);
     if (this.resState === "collect") {
       for (let i = 0; i < data.length; i++) {
         const p = data[i]!;
@@ -776,6 +819,32 @@ export abstract class Exchange implements UpstreamOwner {
     }
     if (done) return this.responseComplete(flow, last);
     if (!ok) this.pauseUpstream();
+    // a read from an HTTP/1 origin: what was written of it is all that refers to it (the capture copies)
+    if (this.h2up === null) this.clientEndpoint()?.release(d);
+  }
+
+  /**
+   * One read of a chunked response relayed with its framing as the upstream sent it (see ChunkedDecoder's
+   * passthrough): one write per read, where framing each chunk again took three. The decoder still runs over the
+   * bytes, for the capture's capped copy and to find the end; the end itself (last chunk, trailer section) is not
+   * relayed but written by finishResponseBody once the flow is recorded, with the trailers filtered as always.
+   */
+  private forwardFramedResponse(flow: Flow, to: Endpoint, d: Uint8Array, data: Uint8Array[], done: boolean): void {
+    const dec = this.resDecoder as ChunkedDecoder;
+    this.resBytes += dec.payloadBytes;
+    if (flow.capture) teeFramed(flow.resBody, dec, data);
+    const end = dec.forwardEnd;
+    const bytes = end === 0 ? null : end === d.length ? d : d.subarray(0, end);
+    const pre = dec.prefix;
+    if (done) {
+      // what this read holds before the last chunk waits until the flow is recorded (see responseComplete)
+      return this.responseComplete(flow, pre === null ? bytes : bytes === null ? pre : concatBytes(pre, bytes));
+    }
+    let ok = true;
+    if (pre !== null) ok = to.write(pre);
+    if (bytes !== null) ok = to.write(bytes) && ok;
+    if (!ok) this.pauseUpstream();
+    to.release(d); // the decoder and the capture keep copies only
   }
 
   /** A response being collected outgrew flow.bufferResponseMax: head and held parts go out, the rest streams. */
@@ -996,6 +1065,16 @@ function h2ConnInfo(session: ClientHttp2Session): H2ConnInfo {
     h2Conns.set(session, c);
   }
   return c;
+}
+
+/**
+ * The capture's copy of a body whose chunked framing is relayed as it came: the decoder's payload slices while the
+ * copy is below its cap, then only their count (the decoder stops making slices: `skipData`).
+ */
+function teeFramed(cap: BodyCapture, dec: ChunkedDecoder, data: Uint8Array[]): void {
+  if (dec.skipData) cap.size += dec.payloadBytes;
+  else for (let i = 0; i < data.length; i++) cap.add(data[i]!);
+  dec.skipData = cap.kept >= cap.limit;
 }
 
 /** The last chunk with these trailers (the ones a trailer section may carry) and the empty line. */

@@ -337,7 +337,11 @@ export class HttpSession extends Exchange {
         if (this.buf.length > MAX_HELD) this.ep.pause();
       }
     }
-    this.requestBodyData(flow, out.data, out.done);
+    // a body going upstream chunked as it came: its framing is relayed with it (see Exchange.sendRequest)
+    const streaming = this.reqState === "stream";
+    this.requestBodyData(flow, out.data, out.done, streaming && dec instanceof ChunkedDecoder && dec.isPassthrough ? d : null);
+    // streamed to an HTTP/1 origin, the read is referred to by nothing but what was written of it
+    if (streaming && !out.done && this.h2up === null) this.upstream?.ep.release(d);
   }
 
   // ------------------------------------------------------------------ the exchange's client side (HTTP/1)
@@ -368,6 +372,14 @@ export class HttpSession extends Exchange {
 
   protected writeResponseBody(p: Uint8Array): boolean {
     return this.resChunkedOut ? writeChunk(this.ep, p) : this.ep.write(p);
+  }
+
+  protected override chunkedClientEndpoint(): Endpoint | null {
+    return this.resChunkedOut ? this.ep : null;
+  }
+
+  protected override clientEndpoint(): Endpoint {
+    return this.ep;
   }
 
   protected lastResponsePiece(p: Uint8Array): Uint8Array {

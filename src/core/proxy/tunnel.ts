@@ -80,6 +80,7 @@ export class Tunnel {
             return established(s, answer.rest);
           }
           if (!self.client.write(d)) self.server?.pause();
+          self.client.release(d); // nothing else refers to the read: its memory goes once written
         },
         drain() {
           self.server?.handleDrain();
@@ -121,6 +122,7 @@ export class Tunnel {
       return;
     }
     if (!this.server.write(d)) this.client.pause();
+    this.server.release(d);
   }
 
   clientEnded(): void {
