@@ -43,6 +43,7 @@ const { values: opt } = parseArgs({
   },
 });
 const ROUNDS = Math.max(1, Number(opt.rounds));
+const CORES = navigator.hardwareConcurrency;
 const SECONDS = Number(opt.seconds);
 const STREAMS = Number(opt.streams);
 const ROOT = join(import.meta.dir, "..");
@@ -244,6 +245,8 @@ function startInstructionCount(pid: number): () => Promise<number | null> {
 interface Result {
   /** CPU microseconds per request of the proxy process and of the origin during the measured run */
   proxyUs: number | null;
+  /** CPU microseconds per request of this process (the client) */
+  clientUs: number | null;
   /** instructions per request the proxy process retired during the measured run (--instructions) */
   proxyInsn: number | null;
   originUs: number | null;
@@ -290,16 +293,18 @@ async function load(originPort: number, caPem: string, via: Via, proxyPid?: numb
   const counter = opt.instructions && proxyPid ? startInstructionCount(proxyPid) : null;
   const p0 = cpuSec(proxyPid);
   const o0 = cpuSec(originPid);
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   const { ok, errors } = await run(SECONDS * 1000, lat);
   const secs = (performance.now() - t0) / 1000;
+  const c1 = process.cpuUsage(c0);
   const p1 = cpuSec(proxyPid);
   const o1 = cpuSec(originPid);
   const insn = counter ? await counter() : null;
   const perReq = (a: number | null, b: number | null) => (a === null || b === null || ok === 0 ? null : ((b - a) * 1e6) / ok);
   session.close();
   lat.sort((a, b) => a - b);
-  return { proxyUs: perReq(p0, p1), proxyInsn: insn === null || ok === 0 ? null : insn / ok, originUs: perReq(o0, o1), rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
+  return { proxyUs: perReq(p0, p1), clientUs: ok === 0 ? null : (c1.user + c1.system) / ok, proxyInsn: insn === null || ok === 0 ? null : insn / ok, originUs: perReq(o0, o1), rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
 }
 
 // ------------------------------------------------------------------------------------------------ main
@@ -354,7 +359,7 @@ const median = (xs: number[]) => {
 const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
 const med = (name: string, k: keyof Result) => median((results.get(name) ?? []).map((r) => (r[k] as number | null) ?? NaN));
 console.log(`\nHTTP/2, ${STREAMS} concurrent streams over one connection, 1 KiB responses, ${SECONDS} s per row${ROUNDS > 1 ? `, median of ${ROUNDS} interleaved rounds` : ""} (tapwire ${opt["no-capture"] ? "with capture stopped" : "capturing every request"})`);
-console.log([...["target", "req/s", "p50 ms", "p99 ms", "ok", "errors", "proxy cpu us/req", "origin cpu us/req"], ...(opt.instructions ? ["proxy insn/req"] : [])].map((c, i) => (i === 0 ? c.padEnd(14) : c.padStart(i >= 6 ? 18 : 9))).join(" "));
+console.log([...["target", "req/s", "p50 ms", "p99 ms", "ok", "errors", "proxy cpu us/req", "origin cpu us/req", "client cpu us/req", "cpu-bound req/s"], ...(opt.instructions ? ["proxy insn/req"] : [])].map((c, i) => (i === 0 ? c.padEnd(14) : c.padStart(i >= 6 ? 18 : 9))).join(" "));
 for (const t of targets) {
   const rs = results.get(t.name)!;
   if (rs.length === 0) {
@@ -362,7 +367,7 @@ for (const t of targets) {
     continue;
   }
   const sum = (k: "ok" | "errors") => rs.reduce((a, r) => a + r[k], 0);
-  console.log([t.name.padEnd(14), f(med(t.name, "rps")).padStart(9), f(med(t.name, "p50"), 2).padStart(9), f(med(t.name, "p99"), 2).padStart(9), String(sum("ok")).padStart(9), String(sum("errors")).padStart(9), f(med(t.name, "proxyUs")).padStart(18), f(med(t.name, "originUs")).padStart(18), ...(opt.instructions ? [f(med(t.name, "proxyInsn")).padStart(18)] : [])].join(" "));
+  console.log([t.name.padEnd(14), f(med(t.name, "rps")).padStart(9), f(med(t.name, "p50"), 2).padStart(9), f(med(t.name, "p99"), 2).padStart(9), String(sum("ok")).padStart(9), String(sum("errors")).padStart(9), f(med(t.name, "proxyUs")).padStart(18), f(med(t.name, "originUs")).padStart(18), f(med(t.name, "clientUs")).padStart(18), f(bound(t.name)).padStart(18), ...(opt.instructions ? [f(med(t.name, "proxyInsn")).padStart(18)] : [])].join(" "));
   if (failures.has(t.name)) console.log(`${"".padEnd(14)} (failed in a later round: ${failures.get(t.name)})`);
 }
 if (ROUNDS > 1) {
@@ -370,8 +375,23 @@ if (ROUNDS > 1) {
   for (const t of targets) console.log(`  ${t.name.padEnd(14)} ${(results.get(t.name) ?? []).map((r) => `${f(r.rps)} (${f(r.proxyUs ?? NaN)}${opt.instructions ? `, ${f((r.proxyInsn ?? NaN) / 1000)}k insn` : ""})`).join("  ")}`);
 }
 const get = (n: string) => med(n, "rps");
+/**
+ * What the CPU allows: client, origin and proxy are three processes on CORES cores, each needing its CPU time per
+ * request; the run cannot go faster than CORES / (client + origin + proxy) requests per second, nor faster than its
+ * busiest process alone (1 / max). Direct has two processes: 1 / max(client, origin) on two cores or more.
+ */
+function bound(name: string): number {
+  const c = med(name, "clientUs");
+  const o = med(name, "originUs");
+  const p = med(name, "proxyUs");
+  const parts = [c, o, ...(Number.isFinite(p) ? [p] : [])];
+  if (parts.some((x) => !Number.isFinite(x))) return NaN;
+  const sum = parts.reduce((a, b) => a + b, 0);
+  return 1e6 * Math.min(CORES / sum, 1 / Math.max(...parts));
+}
 const twRps = get("tapwire");
 console.log(`\ntapwire / direct   = ${f((twRps / get("direct")) * 100)}%   (goal >= 40%)`);
+console.log(`cpu-bound ratios on ${CORES} cores: tapwire / direct = ${f((bound("tapwire") / bound("direct")) * 100)}%${relay ? `, relay-batched / direct = ${f((bound("relay-batched") / bound("direct")) * 100)}%` : ""} (what the CPU times measured allow, whatever the load)`);
 if (relay) {
   console.log(`relay / direct     = ${f((get("relay") / get("direct")) * 100)}%   relay-batched / direct = ${f((get("relay-batched") / get("direct")) * 100)}%   (what a bare Bun h2 relay reaches)`);
   console.log(`tapwire / relay    = ${f((twRps / get("relay")) * 100)}%   tapwire / relay-batched = ${f((twRps / get("relay-batched")) * 100)}%`);
