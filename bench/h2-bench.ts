@@ -336,13 +336,33 @@ const targets: Target[] = [
   ...(mitm ? [{ name: "mitmdump", ca: mitm.caPem, via: { kind: "connect", port: mitm.port }, pid: mitm.pid } as Target] : []),
 ];
 
+/**
+ * Waits until the machine's part of this bench is quiet: no child (proxies, origin) using more than 5% of a core
+ * over 250 ms (at most 30 s). A tapwire row leaves work behind (its capture writer stores the entries of the row
+ * in its own thread for seconds after), which would otherwise slow the next row down, whichever it is.
+ */
+async function settle(): Promise<number> {
+  const pids = [originPid, ...targets.map((t) => t.pid)].filter((p): p is number => p !== undefined);
+  const total = () => pids.reduce((a, p) => a + (cpuSec(p) ?? 0), 0);
+  const t0 = performance.now();
+  let prev = total();
+  while (performance.now() - t0 < 30_000) {
+    await Bun.sleep(250);
+    const now = total();
+    if (now - prev <= 0.0125) break;
+    prev = now;
+  }
+  return (performance.now() - t0) / 1000;
+}
+
 const results = new Map<string, Result[]>(targets.map((t) => [t.name, []]));
 const failures = new Map<string, string>();
 for (let round = 1; round <= ROUNDS; round++) {
   for (const t of targets) {
     if (failures.has(t.name)) continue;
     try {
-      log(`${ROUNDS > 1 ? `round ${round}/${ROUNDS}, ` : ""}${t.name}: ${SECONDS} s, ${STREAMS} concurrent streams on one connection...`);
+      const waited = await settle();
+      log(`${ROUNDS > 1 ? `round ${round}/${ROUNDS}, ` : ""}${t.name}: ${SECONDS} s, ${STREAMS} concurrent streams on one connection (after ${waited.toFixed(1)} s for the processes to go quiet)...`);
       results.get(t.name)!.push(await load(originPort, t.ca, t.via, t.pid));
     } catch (e) {
       failures.set(t.name, (e as Error).message);

@@ -59,7 +59,7 @@ function batchedDuplex(sock: tls.TLSSocket): Duplex {
       pending.push(chunk);
       if (!scheduled) {
         scheduled = true;
-        queueMicrotask(flush);
+        setImmediate(flush);
       }
       if (blocked) waiting = () => cb();
       else cb();
@@ -149,7 +149,7 @@ function clientDuplex(s: Socket<ClientSide>): Duplex {
       pending.push(chunk);
       if (!scheduled) {
         scheduled = true;
-        queueMicrotask(flush);
+        setImmediate(flush);
       }
       if (s.data.queue.length > 0) s.data.waiting = () => cb();
       else cb();

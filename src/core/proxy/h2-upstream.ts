@@ -279,8 +279,8 @@ export class H2UpstreamPool {
 /**
  * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
  * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
- * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one turn
- * leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
+ * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one
+ * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
  * holds the session's write callbacks until 'drain'; a session that does not take the bytes pauses the socket.
  */
 function batchedSocket(sock: tls.TLSSocket): Duplex {
@@ -307,7 +307,7 @@ function batchedSocket(sock: tls.TLSSocket): Duplex {
       pending.push(chunk);
       if (!scheduled) {
         scheduled = true;
-        queueMicrotask(flush);
+        setImmediate(flush); // once per event-loop iteration (see H2ServerConnection)
       }
       if (blocked) waiting = () => cb();
       else cb();
