@@ -1,13 +1,22 @@
 /**
  * HTTP/2 through the proxy: requests/s with 100 concurrent streams over one client connection, printed side by
  * side in one run for
- *   direct    node:http2 client -> h2 origin
- *   tapwire   client -> CONNECT + TLS (ALPN h2) -> tapwire (capture on) -> h2 origin
- *   mitmdump  the same through mitmproxy's mitmdump (apt-get install -y mitmproxy), if installed
+ *   direct         node:http2 client -> h2 origin
+ *   relay          client -> TLS (ALPN h2) -> a bare node:http2 relay in Bun (bench/peers/bun-h2-relay.ts) -> origin:
+ *                  what any Bun process in the path reaches (two HTTP/2 endpoints, two TLS sockets, nothing else)
+ *   relay-batched  the same relay with the writes of one turn batched into one socket write, as tapwire does
+ *   tapwire        client -> CONNECT + TLS (ALPN h2) -> tapwire (capture on) -> h2 origin
+ *   tapwire-ref    the same with another checkout's tapwire (--tapwire-ref DIR): before/after pairs in one run
+ *   mitmdump       the same through mitmproxy's mitmdump (apt-get install -y mitmproxy), if installed
  * Goal (issue 22): tapwire >= 3x mitmdump and >= 40% of direct.
  *
- * The origin (node:http2, 1 KiB body), tapwire and mitmdump each run in their own process; the client runs here.
- * Usage: bun bench/h2-bench.ts [--seconds 5] [--streams 100] [--no-mitm] [--no-capture] [--tapwire-cpu-prof DIR]
+ * The origin (node:http2, 1 KiB body), the relays, tapwire and mitmdump each run in their own process; the client
+ * runs here. With --rounds N the targets are measured N times, interleaved (round 1: every target, round 2: ...),
+ * and each figure is the median over the rounds, so that a shared machine's load drifts over all rows alike.
+ * --instructions: also count the instructions each proxy process retires during its measured run (`perf stat`),
+ * per request: unlike req/s and CPU time, that figure does not move with the load other processes put on the machine.
+ * Usage: bun bench/h2-bench.ts [--seconds 5] [--streams 100] [--rounds 1] [--no-mitm] [--no-relay] [--no-capture]
+ *                              [--tapwire-ref DIR] [--tapwire-cpu-prof DIR] [--relay-cpu-prof DIR] [--instructions]
  */
 import http2 from "node:http2";
 import net from "node:net";
@@ -19,7 +28,22 @@ import { parseArgs } from "node:util";
 import { generateCA } from "../src/core/tls/ca.ts";
 import { LeafCertCache } from "../src/core/tls/leaf.ts";
 
-const { values: opt } = parseArgs({ options: { seconds: { type: "string", default: "5" }, streams: { type: "string", default: "100" }, "no-mitm": { type: "boolean", default: false }, "tapwire-cpu-prof": { type: "string" }, "no-capture": { type: "boolean", default: false } } });
+const { values: opt } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "5" },
+    streams: { type: "string", default: "100" },
+    rounds: { type: "string", default: "1" },
+    "no-mitm": { type: "boolean", default: false },
+    "no-relay": { type: "boolean", default: false },
+    "tapwire-cpu-prof": { type: "string" },
+    "relay-cpu-prof": { type: "string" },
+    "tapwire-ref": { type: "string" },
+    "no-capture": { type: "boolean", default: false },
+    instructions: { type: "boolean", default: false },
+  },
+});
+const ROUNDS = Math.max(1, Number(opt.rounds));
+const CORES = navigator.hardwareConcurrency;
 const SECONDS = Number(opt.seconds);
 const STREAMS = Number(opt.streams);
 const ROOT = join(import.meta.dir, "..");
@@ -101,12 +125,12 @@ async function startOrigin(): Promise<number> {
 
 // ------------------------------------------------------------------------------------------------ proxies
 
-async function startTapwire(): Promise<{ port: number; caPem: string; pid: number }> {
-  const dataDir = join(TMP, "tapwire-data");
-  const prof = opt["tapwire-cpu-prof"] ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${opt["tapwire-cpu-prof"]}`] : [];
-  const child = Bun.spawn([BUN, ...prof, join(ROOT, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", originCaFile], { stdout: "ignore", stderr: "pipe" });
+async function startTapwire(root: string, name: string, profDir?: string): Promise<{ port: number; caPem: string; pid: number }> {
+  const dataDir = join(TMP, `${name}-data`);
+  const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${profDir}`] : [];
+  const child = Bun.spawn([BUN, ...prof, join(root, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", originCaFile], { stdout: "ignore", stderr: "pipe" });
   children.push(child);
-  const hs = await waitFor("tapwire handshake", 30_000, () => {
+  const hs = await waitFor(`${name} handshake`, 30_000, () => {
     const f = join(dataDir, "api-handshake.json");
     if (!existsSync(f)) return null;
     try {
@@ -122,6 +146,24 @@ async function startTapwire(): Promise<{ port: number; caPem: string; pid: numbe
     if (r.status !== 204) throw new Error(`capture/stop: ${r.status}`);
   }
   return { port: hs.proxy_port!, caPem: readFileSync(join(dataDir, "ca.pem"), "utf8"), pid: child.pid };
+}
+
+/** The bare HTTP/2 relay (bench/peers/bun-h2-relay.ts), TLS with the origin's certificate. */
+async function startRelay(batched: boolean): Promise<{ port: number; pid: number }> {
+  const profDir = opt["relay-cpu-prof"];
+  const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(profDir, batched ? "batched" : "native")}`] : [];
+  const args = [BUN, ...prof, join(ROOT, "bench/peers/bun-h2-relay.ts"), String(originPort), join(TMP, "cert.pem"), join(TMP, "key.pem"), originCaFile, ...(batched ? ["--batched"] : [])];
+  const child = Bun.spawn(args, { stdout: "pipe", stderr: "inherit" });
+  children.push(child);
+  const reader = child.stdout.getReader();
+  let text = "";
+  while (!/PORT \d+\n/.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the relay exited before listening");
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { port: Number(/PORT (\d+)/.exec(text)![1]), pid: child.pid };
 }
 
 async function startMitmdump(): Promise<{ port: number; caPem: string; version: string; pid: number } | null> {
@@ -144,11 +186,14 @@ async function startMitmdump(): Promise<{ port: number; caPem: string; version: 
 
 // ------------------------------------------------------------------------------------------------ client
 
-/** A TLS socket to the origin: direct, or through a proxy's CONNECT; ALPN h2. */
-async function connectTls(originPort: number, caPem: string, proxyPort: number | null): Promise<tls.TLSSocket> {
+/** How the client reaches the origin: directly, through a proxy's CONNECT, or by TLS to a relay (no CONNECT). */
+type Via = { kind: "direct" } | { kind: "connect"; port: number } | { kind: "relay"; port: number };
+
+/** A TLS socket to the origin: direct, through a proxy's CONNECT, or to a relay; ALPN h2. */
+async function connectTls(originPort: number, caPem: string, via: Via): Promise<tls.TLSSocket> {
   let socket: net.Socket | undefined;
-  if (proxyPort !== null) {
-    const raw = net.connect(proxyPort, "127.0.0.1");
+  if (via.kind === "connect") {
+    const raw = net.connect(via.port, "127.0.0.1");
     await new Promise<void>((res, rej) => raw.once("connect", res).once("error", rej));
     raw.write(`CONNECT localhost:${originPort} HTTP/1.1\r\nHost: localhost:${originPort}\r\n\r\n`);
     await new Promise<void>((res, rej) => {
@@ -165,7 +210,8 @@ async function connectTls(originPort: number, caPem: string, proxyPort: number |
     });
     socket = raw;
   }
-  const t = tls.connect({ ...(socket ? { socket } : { host: "127.0.0.1", port: originPort }), servername: "localhost", ca: caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
+  const port = via.kind === "relay" ? via.port : originPort;
+  const t = tls.connect({ ...(socket ? { socket } : { host: "127.0.0.1", port }), servername: "localhost", ca: caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
   await new Promise<void>((res, rej) => t.once("secureConnect", res).once("error", rej));
   if (t.alpnProtocol !== "h2") throw new Error(`ALPN picked ${t.alpnProtocol}, not h2`);
   return t;
@@ -183,9 +229,26 @@ function cpuSec(pid: number | undefined): number | null {
   }
 }
 
+/** Starts `perf stat` on a process; the function it returns stops it and answers the instructions counted (null: no perf). */
+function startInstructionCount(pid: number): () => Promise<number | null> {
+  const p = Bun.spawn(["perf", "stat", "-x", ",", "-e", "instructions", "-p", String(pid)], { stdout: "ignore", stderr: "pipe" });
+  return async () => {
+    p.kill("SIGINT");
+    const text = await new Response(p.stderr).text();
+    await p.exited;
+    const line = text.split("\n").find((l) => /,instructions/.test(l));
+    const n = line ? Number(line.split(",")[0]) : NaN;
+    return Number.isFinite(n) ? n : null;
+  };
+}
+
 interface Result {
   /** CPU microseconds per request of the proxy process and of the origin during the measured run */
   proxyUs: number | null;
+  /** CPU microseconds per request of this process (the client) */
+  clientUs: number | null;
+  /** instructions per request the proxy process retired during the measured run (--instructions) */
+  proxyInsn: number | null;
   originUs: number | null;
   rps: number;
   ok: number;
@@ -194,8 +257,8 @@ interface Result {
   p99: number;
 }
 
-async function load(originPort: number, caPem: string, proxyPort: number | null, proxyPid?: number): Promise<Result> {
-  const sock = await connectTls(originPort, caPem, proxyPort);
+async function load(originPort: number, caPem: string, via: Via, proxyPid?: number): Promise<Result> {
+  const sock = await connectTls(originPort, caPem, via);
   const session = http2.connect(`https://localhost:${originPort}`, { createConnection: () => sock });
   session.on("error", () => {});
   const one = () =>
@@ -227,62 +290,135 @@ async function load(originPort: number, caPem: string, proxyPort: number | null,
   };
   await run(1000, null); // warm-up: sessions, leaf certificates, JIT
   const lat: number[] = [];
+  const counter = opt.instructions && proxyPid ? startInstructionCount(proxyPid) : null;
   const p0 = cpuSec(proxyPid);
   const o0 = cpuSec(originPid);
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   const { ok, errors } = await run(SECONDS * 1000, lat);
   const secs = (performance.now() - t0) / 1000;
+  const c1 = process.cpuUsage(c0);
   const p1 = cpuSec(proxyPid);
   const o1 = cpuSec(originPid);
+  const insn = counter ? await counter() : null;
   const perReq = (a: number | null, b: number | null) => (a === null || b === null || ok === 0 ? null : ((b - a) * 1e6) / ok);
   session.close();
   lat.sort((a, b) => a - b);
-  return { proxyUs: perReq(p0, p1), originUs: perReq(o0, o1), rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
+  return { proxyUs: perReq(p0, p1), clientUs: ok === 0 ? null : (c1.user + c1.system) / ok, proxyInsn: insn === null || ok === 0 ? null : insn / ok, originUs: perReq(o0, o1), rps: ok / secs, ok, errors, p50: lat[Math.floor(lat.length * 0.5)] ?? NaN, p99: lat[Math.floor(lat.length * 0.99)] ?? NaN };
 }
 
 // ------------------------------------------------------------------------------------------------ main
 
 const originPort = await startOrigin();
 log(`origin (node:http2) on ${originPort}`);
-const tw = await startTapwire();
+const relay = opt["no-relay"] ? null : await startRelay(false);
+const relayB = opt["no-relay"] ? null : await startRelay(true);
+if (relay && relayB) log(`h2 relays on ${relay.port} (native sockets), ${relayB.port} (batched writes)`);
+const tw = await startTapwire(ROOT, "tapwire", opt["tapwire-cpu-prof"]);
 log(`tapwire on ${tw.port}`);
+const twRef = opt["tapwire-ref"] ? await startTapwire(opt["tapwire-ref"], "tapwire-ref") : null;
+if (twRef) log(`tapwire-ref (${opt["tapwire-ref"]}) on ${twRef.port}`);
 const mitm = opt["no-mitm"] ? null : await startMitmdump();
 if (mitm) log(`${mitm.version} on ${mitm.port}`);
 
-const rows: { name: string; r: Result | null; error?: string }[] = [];
-for (const [name, ca, port, pid] of [
-  ["direct", originCa(), null, undefined],
-  ["tapwire", tw.caPem, tw.port, tw.pid],
-  ...(mitm ? [["mitmdump", mitm.caPem, mitm.port, mitm.pid] as const] : []),
-] as [string, string, number | null, number | undefined][]) {
-  try {
-    log(`${name}: ${SECONDS} s, ${STREAMS} concurrent streams on one connection...`);
-    rows.push({ name, r: await load(originPort, ca, port, pid) });
-  } catch (e) {
-    rows.push({ name, r: null, error: (e as Error).message });
+interface Target {
+  name: string;
+  ca: string;
+  via: Via;
+  pid?: number;
+}
+const targets: Target[] = [
+  { name: "direct", ca: ca.certPem, via: { kind: "direct" } },
+  ...(relay ? [{ name: "relay", ca: ca.certPem, via: { kind: "relay", port: relay.port }, pid: relay.pid } as Target] : []),
+  ...(relayB ? [{ name: "relay-batched", ca: ca.certPem, via: { kind: "relay", port: relayB.port }, pid: relayB.pid } as Target] : []),
+  { name: "tapwire", ca: tw.caPem, via: { kind: "connect", port: tw.port }, pid: tw.pid },
+  ...(twRef ? [{ name: "tapwire-ref", ca: twRef.caPem, via: { kind: "connect", port: twRef.port }, pid: twRef.pid } as Target] : []),
+  ...(mitm ? [{ name: "mitmdump", ca: mitm.caPem, via: { kind: "connect", port: mitm.port }, pid: mitm.pid } as Target] : []),
+];
+
+/**
+ * Waits until the machine's part of this bench is quiet: no child (proxies, origin) using more than 5% of a core
+ * over 250 ms (at most 30 s). A tapwire row leaves work behind (its capture writer stores the entries of the row
+ * in its own thread for seconds after), which would otherwise slow the next row down, whichever it is.
+ */
+async function settle(): Promise<number> {
+  const pids = [originPid, ...targets.map((t) => t.pid)].filter((p): p is number => p !== undefined);
+  const total = () => pids.reduce((a, p) => a + (cpuSec(p) ?? 0), 0);
+  const t0 = performance.now();
+  let prev = total();
+  while (performance.now() - t0 < 30_000) {
+    await Bun.sleep(250);
+    const now = total();
+    if (now - prev <= 0.0125) break;
+    prev = now;
+  }
+  return (performance.now() - t0) / 1000;
+}
+
+const results = new Map<string, Result[]>(targets.map((t) => [t.name, []]));
+const failures = new Map<string, string>();
+for (let round = 1; round <= ROUNDS; round++) {
+  for (const t of targets) {
+    if (failures.has(t.name)) continue;
+    try {
+      const waited = await settle();
+      log(`${ROUNDS > 1 ? `round ${round}/${ROUNDS}, ` : ""}${t.name}: ${SECONDS} s, ${STREAMS} concurrent streams on one connection (after ${waited.toFixed(1)} s for the processes to go quiet)...`);
+      results.get(t.name)!.push(await load(originPort, t.ca, t.via, t.pid));
+    } catch (e) {
+      failures.set(t.name, (e as Error).message);
+    }
   }
 }
 
-function originCa(): string {
-  return ca.certPem;
-}
-
+const median = (xs: number[]) => {
+  const v = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
+};
 const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
-console.log(`\nHTTP/2, ${STREAMS} concurrent streams over one connection, 1 KiB responses, ${SECONDS} s per row (tapwire ${opt["no-capture"] ? "with capture stopped" : "capturing every request"})`);
-console.log(["target", "req/s", "p50 ms", "p99 ms", "ok", "errors", "proxy cpu us/req", "origin cpu us/req"].map((c, i) => (i === 0 ? c.padEnd(10) : c.padStart(i >= 6 ? 18 : 9))).join(" "));
-for (const row of rows) {
-  if (!row.r) {
-    console.log(`${row.name.padEnd(10)} FAILED: ${row.error}`);
+const med = (name: string, k: keyof Result) => median((results.get(name) ?? []).map((r) => (r[k] as number | null) ?? NaN));
+console.log(`\nHTTP/2, ${STREAMS} concurrent streams over one connection, 1 KiB responses, ${SECONDS} s per row${ROUNDS > 1 ? `, median of ${ROUNDS} interleaved rounds` : ""} (tapwire ${opt["no-capture"] ? "with capture stopped" : "capturing every request"})`);
+console.log([...["target", "req/s", "p50 ms", "p99 ms", "ok", "errors", "proxy cpu us/req", "origin cpu us/req", "client cpu us/req", "cpu-bound req/s"], ...(opt.instructions ? ["proxy insn/req"] : [])].map((c, i) => (i === 0 ? c.padEnd(14) : c.padStart(i >= 6 ? 18 : 9))).join(" "));
+for (const t of targets) {
+  const rs = results.get(t.name)!;
+  if (rs.length === 0) {
+    console.log(`${t.name.padEnd(14)} FAILED: ${failures.get(t.name)}`);
     continue;
   }
-  const r = row.r;
-  console.log([row.name.padEnd(10), f(r.rps).padStart(9), f(r.p50, 2).padStart(9), f(r.p99, 2).padStart(9), String(r.ok).padStart(9), String(r.errors).padStart(9), f(r.proxyUs ?? NaN).padStart(18), f(r.originUs ?? NaN).padStart(18)].join(" "));
+  const sum = (k: "ok" | "errors") => rs.reduce((a, r) => a + r[k], 0);
+  console.log([t.name.padEnd(14), f(med(t.name, "rps")).padStart(9), f(med(t.name, "p50"), 2).padStart(9), f(med(t.name, "p99"), 2).padStart(9), String(sum("ok")).padStart(9), String(sum("errors")).padStart(9), f(med(t.name, "proxyUs")).padStart(18), f(med(t.name, "originUs")).padStart(18), f(med(t.name, "clientUs")).padStart(18), f(bound(t.name)).padStart(18), ...(opt.instructions ? [f(med(t.name, "proxyInsn")).padStart(18)] : [])].join(" "));
+  if (failures.has(t.name)) console.log(`${"".padEnd(14)} (failed in a later round: ${failures.get(t.name)})`);
 }
-const get = (n: string) => rows.find((r) => r.name === n)?.r?.rps ?? NaN;
+if (ROUNDS > 1) {
+  console.log("\nper round (req/s, proxy cpu us/req):");
+  for (const t of targets) console.log(`  ${t.name.padEnd(14)} ${(results.get(t.name) ?? []).map((r) => `${f(r.rps)} (${f(r.proxyUs ?? NaN)}${opt.instructions ? `, ${f((r.proxyInsn ?? NaN) / 1000)}k insn` : ""})`).join("  ")}`);
+}
+const get = (n: string) => med(n, "rps");
+/**
+ * What the CPU allows: client, origin and proxy are three processes on CORES cores, each needing its CPU time per
+ * request; the run cannot go faster than CORES / (client + origin + proxy) requests per second, nor faster than its
+ * busiest process alone (1 / max). Direct has two processes: 1 / max(client, origin) on two cores or more.
+ */
+function bound(name: string): number {
+  const c = med(name, "clientUs");
+  const o = med(name, "originUs");
+  const p = med(name, "proxyUs");
+  const parts = [c, o, ...(Number.isFinite(p) ? [p] : [])];
+  if (parts.some((x) => !Number.isFinite(x))) return NaN;
+  const sum = parts.reduce((a, b) => a + b, 0);
+  return 1e6 * Math.min(CORES / sum, 1 / Math.max(...parts));
+}
 const twRps = get("tapwire");
 console.log(`\ntapwire / direct   = ${f((twRps / get("direct")) * 100)}%   (goal >= 40%)`);
+console.log(`cpu-bound ratios on ${CORES} cores: tapwire / direct = ${f((bound("tapwire") / bound("direct")) * 100)}%${relay ? `, relay-batched / direct = ${f((bound("relay-batched") / bound("direct")) * 100)}%` : ""} (what the CPU times measured allow, whatever the load)`);
+if (relay) {
+  console.log(`relay / direct     = ${f((get("relay") / get("direct")) * 100)}%   relay-batched / direct = ${f((get("relay-batched") / get("direct")) * 100)}%   (what a bare Bun h2 relay reaches)`);
+  console.log(`tapwire / relay    = ${f((twRps / get("relay")) * 100)}%   tapwire / relay-batched = ${f((twRps / get("relay-batched")) * 100)}%`);
+}
+if (twRef) console.log(`tapwire / tapwire-ref = ${f((twRps / get("tapwire-ref")) * 100)}%   cpu us/req ${f(med("tapwire", "proxyUs"), 1)} vs ${f(med("tapwire-ref", "proxyUs"), 1)}${opt.instructions ? `   insn/req ${f(med("tapwire", "proxyInsn"))} vs ${f(med("tapwire-ref", "proxyInsn"))}` : ""}`);
 if (mitm) console.log(`tapwire / mitmdump = ${f(twRps / get("mitmdump"), 2)}x  (goal >= 3x)`);
-else console.log("tapwire / mitmdump = - (mitmdump not installed)");
+else console.log("tapwire / mitmdump = - (mitmdump not installed or --no-mitm)");
 cleanup();
 await Promise.race([Promise.all(children.map((c) => c.exited)), Bun.sleep(5000)]);
 process.exit(0);

@@ -131,13 +131,20 @@ export class H2FrameGuard {
         p += n;
         continue;
       }
+      if (this.headLen === 0 && bytes.length - p >= 9) {
+        // the whole frame header is in this read (the usual case): read it in place, no copy
+        const v = this.frame(bytes, p);
+        if (v) return v;
+        p += 9;
+        continue;
+      }
       const n = Math.min(9 - this.headLen, bytes.length - p);
-      this.head.set(bytes.subarray(p, p + n), this.headLen);
+      for (let i = 0; i < n; i++) this.head[this.headLen + i] = bytes[p + i]!;
       this.headLen += n;
       p += n;
       if (this.headLen < 9) break;
       this.headLen = 0;
-      const v = this.frame();
+      const v = this.frame(this.head, 0);
       if (v) return v;
     }
     return null;
@@ -148,15 +155,14 @@ export class H2FrameGuard {
     return this.violation;
   }
 
-  private frame(): H2Violation | null {
-    const h = this.head;
-    const len = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
-    const type = h[3]!;
-    const flags = h[4]!;
-    const stream = ((h[5]! & 0x7f) << 24) | (h[6]! << 16) | (h[7]! << 8) | h[8]!;
+  /** The frame header at h[o..o+9]. */
+  private frame(h: Uint8Array, o: number): H2Violation | null {
+    const len = (h[o]! << 16) | (h[o + 1]! << 8) | h[o + 2]!;
+    const type = h[o + 3]!;
+    const flags = h[o + 4]!;
+    const stream = ((h[o + 5]! & 0x7f) << 24) | (h[o + 6]! << 16) | (h[o + 7]! << 8) | h[o + 8]!;
     this.skip = len;
     const L = this.limits;
-    const t = this.now();
     if (len > L.maxFrameSize) return this.fail(ERROR.FRAME_SIZE_ERROR, `a frame of ${len} bytes (limit ${L.maxFrameSize})`);
     const endStream = (flags & 0x1) !== 0;
     const endHeaders = (flags & 0x4) !== 0;
@@ -171,7 +177,7 @@ export class H2FrameGuard {
           if (this.open.size > L.maxOpenStreams) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxOpenStreams} streams open at once`);
         }
         if (endStream) this.open.delete(stream);
-        if (len === 0 && !endStream && this.empties.add(t) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
+        if (len === 0 && !endStream && this.empties.add(this.now()) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
         this.blockBytes = len;
         this.continuations = 0;
         if (this.blockBytes > L.maxHeaderBlockBytes) return this.fail(ERROR.ENHANCE_YOUR_CALM, `a header block over ${L.maxHeaderBlockBytes} bytes`);
@@ -183,23 +189,23 @@ export class H2FrameGuard {
         this.blockBytes += len;
         if (++this.continuations > L.maxContinuations) return this.fail(ERROR.ENHANCE_YOUR_CALM, `a header block in more than ${L.maxContinuations} CONTINUATION frames`);
         if (this.blockBytes > L.maxHeaderBlockBytes) return this.fail(ERROR.ENHANCE_YOUR_CALM, `a header block over ${L.maxHeaderBlockBytes} bytes`);
-        if (len === 0 && !endHeaders && this.empties.add(t) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
+        if (len === 0 && !endHeaders && this.empties.add(this.now()) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
         if (endHeaders) this.blockStream = 0;
         return null;
       }
       case FRAME.DATA:
         if (endStream) this.open.delete(stream);
-        else if (len === 0 && this.empties.add(t) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
+        else if (len === 0 && this.empties.add(this.now()) > L.maxEmptyFramesPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, "a flood of empty frames");
         return null;
       case FRAME.RST_STREAM:
         this.open.delete(stream);
-        if (this.resets.add(t) > L.maxResetsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxResetsPerWindow} streams reset within ${L.windowMs} ms (rapid reset)`);
+        if (this.resets.add(this.now()) > L.maxResetsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxResetsPerWindow} streams reset within ${L.windowMs} ms (rapid reset)`);
         return null;
       case FRAME.SETTINGS:
-        if ((flags & 0x1) === 0 && this.settings.add(t) > L.maxSettingsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxSettingsPerWindow} SETTINGS frames within ${L.windowMs} ms`);
+        if ((flags & 0x1) === 0 && this.settings.add(this.now()) > L.maxSettingsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxSettingsPerWindow} SETTINGS frames within ${L.windowMs} ms`);
         return null;
       case FRAME.PING:
-        if ((flags & 0x1) === 0 && this.pings.add(t) > L.maxPingsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxPingsPerWindow} PING frames within ${L.windowMs} ms`);
+        if ((flags & 0x1) === 0 && this.pings.add(this.now()) > L.maxPingsPerWindow) return this.fail(ERROR.ENHANCE_YOUR_CALM, `more than ${L.maxPingsPerWindow} PING frames within ${L.windowMs} ms`);
         return null;
       default:
         return null;

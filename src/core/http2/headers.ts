@@ -70,37 +70,55 @@ export interface H2RequestParts {
  * does not relay.
  */
 export function h2RequestToH1(fields: HeaderList): H2RequestParts {
-  const pseudo = new Map<string, string>();
+  const flat: string[] = [];
+  for (const [k, v] of fields) flat.push(k, v);
+  return h2RequestToH1Flat(flat);
+}
+
+/** h2RequestToH1 on a flat name/value list (`[name, value, name, value...]`, node's rawHeaders): no pair per field. */
+export function h2RequestToH1Flat(raw: readonly string[]): H2RequestParts {
+  let method: string | undefined;
+  let scheme: string | undefined;
+  let authority: string | undefined;
+  let path: string | undefined;
+  let protocol = false;
   const headers: HeaderList = [];
-  const cookies: string[] = [];
+  let cookies: string | null = null;
   let host: string | null = null;
   let regularSeen = false;
-  for (const [k, v] of fields) {
-    if (k.startsWith(":")) {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i]!;
+    const v = raw[i + 1]!;
+    if (k.charCodeAt(0) === 58 /* ':' */) {
       if (regularSeen) throw new H2TranslateError(`pseudo-header ${k} after a regular field`);
-      if (![":method", ":scheme", ":authority", ":path", ":protocol"].includes(k)) throw new H2TranslateError(`unknown pseudo-header ${k}`);
-      if (pseudo.has(k)) throw new H2TranslateError(`pseudo-header ${k} repeated`);
-      pseudo.set(k, v);
+      let seen: boolean;
+      if (k === ":method") (seen = method !== undefined), (method = v);
+      else if (k === ":scheme") (seen = scheme !== undefined), (scheme = v);
+      else if (k === ":authority") (seen = authority !== undefined), (authority = v);
+      else if (k === ":path") (seen = path !== undefined), (path = v);
+      else if (k === ":protocol") (seen = protocol), (protocol = true);
+      else throw new H2TranslateError(`unknown pseudo-header ${k}`);
+      if (seen) throw new H2TranslateError(`pseudo-header ${k} repeated`);
       continue;
     }
     regularSeen = true;
-    if (k !== k.toLowerCase()) throw new H2TranslateError(`upper-case field name ${k}`);
+    if (HAS_UPPER.test(k)) throw new H2TranslateError(`upper-case field name ${k}`);
     if (CONNECTION_SPECIFIC.has(k) && k !== "host") throw new H2TranslateError(`connection-specific field ${k}`);
     if (k === "te" && v.trim().toLowerCase() !== "trailers") throw new H2TranslateError(`te: ${v} (only "trailers" is allowed)`);
-    if (k === "cookie") cookies.push(v);
+    if (k === "cookie") cookies = cookies === null ? v : `${cookies}; ${v}`;
     else if (k === "host") host ??= v;
     else headers.push([k, v]);
   }
-  if (pseudo.has(":protocol")) throw new H2TranslateError("extended CONNECT (:protocol) is not supported");
-  const method = pseudo.get(":method");
+  if (protocol) throw new H2TranslateError("extended CONNECT (:protocol) is not supported");
   if (!method) throw new H2TranslateError("missing :method");
-  const authority = pseudo.get(":authority") ?? null;
-  if (method !== "CONNECT" && (!pseudo.get(":scheme") || !pseudo.get(":path"))) throw new H2TranslateError("missing :scheme or :path");
-  if (cookies.length) headers.push(["cookie", cookies.join("; ")]);
+  if (method !== "CONNECT" && (!scheme || !path)) throw new H2TranslateError("missing :scheme or :path");
+  if (cookies !== null) headers.push(["cookie", cookies]);
   const hostValue = authority ?? host;
   if (hostValue) headers.unshift(["host", hostValue]);
-  return { method, scheme: pseudo.get(":scheme") ?? null, authority, path: pseudo.get(":path") ?? null, headers };
+  return { method, scheme: scheme ?? null, authority: authority ?? null, path: path ?? null, headers };
 }
+
+const HAS_UPPER = /[A-Z]/;
 
 /** An HTTP/1 response's fields for HTTP/2: `:status` first, names lower-cased, connection-specific ones dropped. */
 export function h1ResponseToH2(status: number, headers: HeaderList): HeaderList {
@@ -131,4 +149,62 @@ export function h2ResponseToH1(fields: HeaderList): { status: number; headers: H
 const NOT_IN_TRAILERS = new Set(["content-length", "transfer-encoding", "host", "content-type", "content-encoding", "authorization", "set-cookie", "te", "trailer", "connection"]);
 export function trailerFields(fields: HeaderList): HeaderList {
   return fields.filter(([k]) => !k.startsWith(":") && !NOT_IN_TRAILERS.has(k.toLowerCase())).map(([k, v]) => [k.toLowerCase(), v]);
+}
+
+/** node's header object for HTTP/2 (repeated names become arrays, in order). */
+export type H2HeaderObject = Record<string, string | string[]>;
+
+function addField(o: H2HeaderObject, k: string, v: string): void {
+  const prev = o[k];
+  if (prev === undefined) o[k] = v;
+  else if (Array.isArray(prev)) prev.push(v);
+  else o[k] = [prev, v];
+}
+
+/** Whether the list holds a Connection field (whose named fields are then dropped too). */
+function hasConnection(headers: HeaderList): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    const k = headers[i]![0];
+    if (k.length === 10 && k.toLowerCase() === "connection") return true;
+  }
+  return false;
+}
+
+/**
+ * h1RequestToH2 as node's header object, in one pass (the proxy's hot path: no intermediate field list). Same
+ * fields, same order, same refusals.
+ */
+export function h1RequestToH2Object(head: H1RequestHead, scheme: "http" | "https", authority?: string): H2HeaderObject {
+  const named = hasConnection(head.headers) ? connectionNamed(head.headers) : null;
+  let host = authority;
+  for (const [k, v] of head.headers) {
+    if (k.length === 4 && k.toLowerCase() === "host") {
+      host ??= v.trim();
+      break;
+    }
+  }
+  if (!host) throw new H2TranslateError("the request has no Host: HTTP/2 needs an :authority");
+  const o: H2HeaderObject = head.method === "CONNECT" ? { ":method": "CONNECT", ":authority": host } : { ":method": head.method, ":scheme": scheme, ":authority": host, ":path": head.target || "/" };
+  for (const [k, v] of head.headers) {
+    const n = k.toLowerCase();
+    if (CONNECTION_SPECIFIC.has(n) || (named !== null && named.has(n))) continue;
+    if (n === "te") {
+      if (v.split(",").some((x) => x.trim().toLowerCase() === "trailers")) addField(o, "te", "trailers");
+      continue;
+    }
+    addField(o, n, v);
+  }
+  return o;
+}
+
+/** h1ResponseToH2 as node's header object, in one pass (see h1RequestToH2Object). */
+export function h1ResponseToH2Object(status: number, headers: HeaderList): H2HeaderObject {
+  const named = hasConnection(headers) ? connectionNamed(headers) : null;
+  const o: H2HeaderObject = { ":status": String(status) };
+  for (const [k, v] of headers) {
+    const n = k.toLowerCase();
+    if (CONNECTION_SPECIFIC.has(n) || n === "te" || n === "trailer" || (named !== null && named.has(n))) continue;
+    addField(o, n, v);
+  }
+  return o;
 }

@@ -17,7 +17,7 @@ import http2, { type Http2Session, type ServerHttp2Stream } from "node:http2";
 import { Duplex } from "node:stream";
 import type { HeaderList } from "../http1/types.ts";
 import { goawayFrame, type H2GuardLimits, H2FrameGuard, type H2Violation } from "./guard.ts";
-import { H2TranslateError, h1ResponseToH2, h2RequestToH1, trailerFields } from "./headers.ts";
+import { H2TranslateError, type H2RequestParts, h1ResponseToH2Object, h2RequestToH1Flat, trailerFields } from "./headers.ts";
 
 /** What the connection writes to and reads from (an Endpoint fits). */
 export interface ByteSink {
@@ -64,6 +64,8 @@ export interface H2Request {
   end(trailers?: HeaderList): void;
   /** resets the stream (RST_STREAM, INTERNAL_ERROR unless given) */
   reset(code?: number): void;
+  /** called once when the stream has closed (its 'close' event: ended both ways or reset) */
+  onClose: (() => void) | null;
 }
 
 export class H2ServerConnection {
@@ -79,8 +81,9 @@ export class H2ServerConnection {
     private readonly opts: H2ServerOptions,
   ) {
     this.guard = new H2FrameGuard({ maxOpenStreams: 2 * (opts.maxConcurrentStreams ?? 100), ...opts.limits });
-    // The session writes frame by frame; the frames written in one turn go to the socket as one write (far fewer
-    // TLS records and syscalls with many streams). While the socket is full, the session's writes wait for drain.
+    // The session writes frame by frame; the frames written in one event-loop iteration go to the socket as one
+    // write (far fewer TLS records and syscalls with many streams). While the socket is full, the session's writes
+    // wait for drain.
     let waitingWrite: (() => void) | null = null;
     let blocked = false;
     let pending: Uint8Array[] = [];
@@ -105,7 +108,10 @@ export class H2ServerConnection {
         pending.push(chunk);
         if (!scheduled) {
           scheduled = true;
-          queueMicrotask(flush);
+          // once per event-loop iteration, not per microtask checkpoint: Bun's session calls into JavaScript once
+          // per frame it parses, and microtasks run after each such call, so a per-microtask flush sent ~10-17
+          // writes per read (docs/http2.md, third pass)
+          setImmediate(flush);
         }
         if (blocked) waitingWrite = () => cb();
         else cb();
@@ -138,7 +144,9 @@ export class H2ServerConnection {
     if (this.closed) return;
     const v = this.guard.feed(bytes);
     if (v) return this.violate(v);
-    if (!this.duplex.push(Buffer.from(bytes))) this.opts.pauseReading();
+    // a view, not a copy: a socket read is a buffer of its own
+    const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (!this.duplex.push(b)) this.opts.pauseReading();
   }
 
   /** The client's socket closed. */
@@ -169,41 +177,69 @@ export class H2ServerConnection {
   }
 
   private stream(stream: ServerHttp2Stream, raw: string[]): void {
-    stream.on("error", () => {});
-    const fields: HeaderList = [];
-    for (let i = 0; i + 1 < raw.length; i += 2) fields.push([raw[i]!, raw[i + 1]!]);
+    stream.on("error", noop);
     let parts;
     try {
-      parts = h2RequestToH1(fields);
+      parts = h2RequestToH1Flat(raw);
     } catch (e) {
       if (e instanceof H2TranslateError) return stream.close(http2.constants.NGHTTP2_PROTOCOL_ERROR);
       throw e;
     }
-    const id = stream.id ?? 0;
-    stream.once("close", () => this.guard.streamClosed(id));
-    let wantTrailers: HeaderList | null = null;
-    const req: H2Request = {
-      streamId: id,
-      method: parts.method,
-      scheme: parts.scheme,
-      authority: parts.authority,
-      path: parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/"),
-      headers: parts.headers,
-      body: stream,
-      respond: (status, headers, endStream = false, trailers = true) => {
-        const waitForTrailers = !endStream && trailers;
-        stream.respond(headerObject(h1ResponseToH2(status, headers)), { endStream, waitForTrailers });
-        // an empty trailers block ends a stream whose response turned out to have none
-        if (waitForTrailers) stream.once("wantTrailers", () => stream.sendTrailers(headerObject(wantTrailers ?? [])));
-      },
-      write: (chunk) => stream.write(chunk),
-      end: (trailers) => {
-        wantTrailers = trailers ? trailerFields(trailers) : null;
-        stream.end();
-      },
-      reset: (code = http2.constants.NGHTTP2_INTERNAL_ERROR) => stream.close(code),
-    };
+    const req = new Stream(stream, parts, this.guard);
     this.opts.onRequest(req);
+  }
+}
+
+const noop = () => {};
+
+/** One request stream (H2Request): methods on a prototype, not closures per stream. */
+class Stream implements H2Request {
+  readonly streamId: number;
+  readonly method: string;
+  readonly scheme: string | null;
+  readonly authority: string | null;
+  readonly path: string;
+  readonly headers: HeaderList;
+  /** the trailers end() was given (an empty block when none), sent on 'wantTrailers' */
+  private wantTrailers: HeaderList | null = null;
+
+  constructor(
+    readonly body: ServerHttp2Stream,
+    parts: H2RequestParts,
+    private readonly guard: H2FrameGuard,
+  ) {
+    this.streamId = body.id ?? 0;
+    this.method = parts.method;
+    this.scheme = parts.scheme;
+    this.authority = parts.authority;
+    this.path = parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/");
+    this.headers = parts.headers;
+    body.once("close", () => {
+      guard.streamClosed(this.streamId);
+      this.onClose?.();
+    });
+  }
+
+  onClose: (() => void) | null = null;
+
+  respond(status: number, headers: HeaderList, endStream = false, trailers = true): void {
+    const waitForTrailers = !endStream && trailers;
+    this.body.respond(h1ResponseToH2Object(status, headers), { endStream, waitForTrailers });
+    // an empty trailers block ends a stream whose response turned out to have none
+    if (waitForTrailers) this.body.once("wantTrailers", () => this.body.sendTrailers(headerObject(this.wantTrailers ?? [])));
+  }
+
+  write(chunk: Uint8Array): boolean {
+    return this.body.write(chunk);
+  }
+
+  end(trailers?: HeaderList): void {
+    this.wantTrailers = trailers ? trailerFields(trailers) : null;
+    this.body.end();
+  }
+
+  reset(code: number = http2.constants.NGHTTP2_INTERNAL_ERROR): void {
+    this.body.close(code);
   }
 }
 

@@ -2,10 +2,11 @@ import { ChunkedDecoder, LengthDecoder, parseResponseHead, responseFraming } fro
 import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeTrailers, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
-import { h1RequestToH2, trailerFields } from "../http2/headers.ts";
+import { h1RequestToH2Object, trailerFields } from "../http2/headers.ts";
 import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { constants as h2constants } from "node:http2";
-import { headerList, type H2Response, type H2UpstreamPool } from "./h2-upstream.ts";
+import { headerList, type H2Response } from "./h2-upstream.ts";
+import { type Deadline, DeadlineList } from "./deadlines.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type BodyCapture, type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
@@ -93,6 +94,8 @@ export abstract class Exchange implements UpstreamOwner {
   protected reqTrailers: HeaderList | null = null;
   /** The request trailers to send on the origin's HTTP/2 stream when it asks for them ('wantTrailers'). */
   private h2ReqTrailers: { fields: HeaderList } | null = null;
+  /** The deadlines of origin streams waiting for their response head (shared by every exchange, see headDeadlines). */
+  private h2Deadlines: DeadlineList | null = null;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -308,7 +311,12 @@ export abstract class Exchange implements UpstreamOwner {
       servername: this.upstreamServername(r.host, r.port),
     };
     if (flow.websocket) target.websocket = true; // through a parent proxy it takes a CONNECT tunnel
-    else if (r.scheme === "https" && this.ctx.h2pool && this.ctx.h2pool.known(target) !== "http/1.1") return this.forwardH2(flow, target);
+    else if (r.scheme === "https" && this.ctx.h2pool) {
+      // the origin's session, when one is open, without a promise per request
+      const s = this.ctx.h2pool.ready(target);
+      if (s) return this.sendRequestH2(flow, s);
+      if (s === undefined) return this.forwardH2(flow, target);
+    }
     return this.forwardH1(flow, target);
   }
 
@@ -357,24 +365,44 @@ export abstract class Exchange implements UpstreamOwner {
   private sendRequestH2(flow: Flow, session: ClientHttp2Session): void {
     const r = flow.request;
     const body = r.body;
-    let fields: HeaderList;
-    let opened: ReturnType<H2UpstreamPool["openStream"]>;
+    let stream: ClientHttp2Stream;
+    // a body still to come may end with trailers: the stream then ends with them (none: an empty DATA frame ends it)
+    const mayTrail = this.reqDecoder !== null || (body !== null && this.reqTrailers !== null && this.reqTrailers.length > 0);
+    let deadline: Deadline | null = null;
+    const stopClock = () => {
+      if (deadline !== null) this.h2Deadlines!.cancel(deadline);
+      deadline = null;
+    };
     try {
-      fields = h1RequestToH2({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
+      const headers = h1RequestToH2Object({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
       if (body !== null) {
         // buffered (possibly rewritten) body: its real length
-        fields = fields.filter(([k]) => k !== "content-length" && k !== "expect");
-        if (body.length > 0 || methodHasBody(r.method)) fields.push(["content-length", String(body.length)]);
+        delete headers["content-length"];
+        delete headers["expect"];
+        if (body.length > 0 || methodHasBody(r.method)) headers["content-length"] = String(body.length);
       }
-      // a body still to come may end with trailers: the stream then ends with them (none: an empty DATA frame ends it)
-      const mayTrail = this.reqDecoder !== null || (body !== null && this.reqTrailers !== null && this.reqTrailers.length > 0);
-      opened = this.ctx.h2pool!.openStream(session, fields, body === null && this.reqDecoder === null, undefined, mayTrail);
+      // the handlers run synchronously from the stream's events (no promise per request); `stream` is set by then
+      stream = this.ctx.h2pool!.openStreamWith(session, headers, body === null && this.reqDecoder === null, mayTrail, {
+        response: (res) => {
+          stopClock();
+          this.onH2Response(flow, stream, res);
+        },
+        end: (t) => {
+          stopClock();
+          this.onH2End(flow, stream, t);
+        },
+        failed: (e) => {
+          stopClock();
+          this.onH2Failed(flow, stream, e);
+        },
+      });
       if (mayTrail) {
         const box = { fields: body !== null ? trailerFields(this.reqTrailers ?? []) : [] };
         if (body === null) this.h2ReqTrailers = box;
-        opened.stream.once("wantTrailers", () => {
+        const s = stream;
+        s.once("wantTrailers", () => {
           try {
-            opened.stream.sendTrailers(headerObject(box.fields));
+            s.sendTrailers(headerObject(box.fields));
           } catch {
             // the stream is gone (reset); its error reaches the exchange on its own
           }
@@ -384,7 +412,6 @@ export abstract class Exchange implements UpstreamOwner {
       flow.error = `cannot send the request over HTTP/2: ${(e as Error).message}`;
       return this.failWith502(flow, flow.error);
     }
-    const stream = opened.stream;
     this.h2up = stream;
     this.h2Reading = false;
     this.upstreamEnded = false;
@@ -402,10 +429,13 @@ export abstract class Exchange implements UpstreamOwner {
     this.resBuf = EMPTY;
     const idleSec = this.ctx.pool.opts.idleTimeoutSec;
     if (idleSec > 0) {
-      // no response head within the upstream idle timeout: 504 (as an HTTP/1 upstream that stays silent)
-      const timer = setTimeout(() => this.onH2Failed(flow, stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`)), idleSec * 1000);
-      stream.once("response", () => clearTimeout(timer));
-      stream.once("close", () => clearTimeout(timer));
+      // no response head within the upstream idle timeout: 504 (as an HTTP/1 upstream that stays silent); one
+      // timer for all the streams waiting (see DeadlineList)
+      if (this.h2Deadlines === null || this.h2Deadlines.ms !== idleSec * 1000) this.h2Deadlines = headDeadlines(idleSec * 1000);
+      deadline = this.h2Deadlines.add(() => {
+        deadline = null;
+        this.onH2Failed(flow, stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`));
+      });
     }
     if (body !== null) {
       if (flow.capture) flow.reqBody.add(body);
@@ -419,14 +449,6 @@ export abstract class Exchange implements UpstreamOwner {
       this.reqState = "done";
       if (timing) timing.sent = performance.now();
     }
-    opened.response.then(
-      (res) => this.onH2Response(flow, stream, res),
-      (e: UpstreamError) => this.onH2Failed(flow, stream, e),
-    );
-    opened.trailers.then(
-      (t) => this.onH2End(flow, stream, t),
-      (e: UpstreamError) => this.onH2Failed(flow, stream, e),
-    );
     this.resumeClient();
   }
 
@@ -1047,6 +1069,17 @@ export abstract class Exchange implements UpstreamOwner {
 }
 
 const NGHTTP2_CANCEL = h2constants.NGHTTP2_CANCEL;
+
+/** One deadline list per timeout length (one per proxy in practice): a timer for all waiting streams, not one each. */
+const deadlineLists = new Map<number, DeadlineList>();
+function headDeadlines(ms: number): DeadlineList {
+  let d = deadlineLists.get(ms);
+  if (!d) {
+    d = new DeadlineList(ms);
+    deadlineLists.set(ms, d);
+  }
+  return d;
+}
 
 /** What HAR timings show of an origin's HTTP/2 connection (one per session: its streams share it). */
 interface H2ConnInfo {

@@ -111,6 +111,8 @@ export class H2StreamExchange extends Exchange {
   private writer: ThrottledWriter | null = null;
   /** The request said `te: trailers`. */
   private acceptsTrailers = false;
+  /** A 'drain' listener waits to resume the upstream (see writeResponseBody). */
+  private drainHooked = false;
 
   constructor(
     private readonly session: H2Session,
@@ -134,13 +136,14 @@ export class H2StreamExchange extends Exchange {
     this.acceptsTrailers = getHeader(req.headers, "te")?.toLowerCase().includes("trailers") ?? false;
     const flow = new Flow(this.client, { method: req.method, scheme: t.scheme, host: t.host, port: t.port, path: req.path, version: "HTTP/2", headers: req.headers, body: null }, this.ctx.bodyLimit);
     flow.extra.h2_stream_id = req.streamId;
-    stream.on("data", (c: Uint8Array) => this.onBodyData(c));
-    stream.on("trailers", (h) => (this.reqTrailers = headerList(h)));
-    stream.on("end", () => this.onBodyEnd());
-    stream.on("drain", () => this.resumeUpstream());
-    stream.once("close", () => {
+    if (hasBody) {
+      stream.on("data", (c: Uint8Array) => this.onBodyData(c));
+      stream.on("trailers", (h) => (this.reqTrailers = headerList(h)));
+      stream.on("end", () => this.onBodyEnd());
+    }
+    req.onClose = () => {
       if (!this.finished) this.clientGone(stream.rstCode ? `client reset the stream (code ${stream.rstCode})` : "client closed the stream");
-    });
+    };
     if (!hasBody) stream.resume();
     this.startExchange(flow);
   }
@@ -254,7 +257,17 @@ export class H2StreamExchange extends Exchange {
   protected writeResponseBody(p: Uint8Array): boolean {
     if (this.responseEnded) return true;
     if (this.writer) return this.writer.write(p);
-    return this.req.write(p);
+    if (this.req.write(p)) return true;
+    // the client's window or the socket is full: the upstream resumes at the stream's next 'drain' (a listener
+    // only for the streams that need one)
+    if (!this.drainHooked) {
+      this.drainHooked = true;
+      this.stream.once("drain", () => {
+        this.drainHooked = false;
+        this.resumeUpstream();
+      });
+    }
+    return false;
   }
 
   protected lastResponsePiece(p: Uint8Array): Uint8Array {

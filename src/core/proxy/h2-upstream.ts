@@ -44,6 +44,16 @@ export interface H2Response {
   trailers: Promise<HeaderList>;
 }
 
+/** What openStreamWith reports (see there). */
+export interface H2StreamHandlers {
+  response(res: H2Response): void;
+  end(trailers: HeaderList): void;
+  failed(e: UpstreamError): void;
+}
+
+/** H2Response.trailers of a response handed to openStreamWith's handlers (they get the trailers through `end`). */
+const NO_TRAILERS_PROMISE: Promise<HeaderList> = Promise.resolve([]);
+
 const keyOf = (t: H2Target) => `${t.host}:${t.port}/${t.servername ?? t.host}`;
 
 /** node's header object as an ordered list (repeated fields as separate entries), without pseudo-headers. */
@@ -87,6 +97,18 @@ export class H2UpstreamPool {
     let n = 0;
     for (const s of this.sessions.values()) if (!s.closed && !s.destroyed) n++;
     return n;
+  }
+
+  /**
+   * The origin's open session, found without waiting: a session, null when the origin speaks only HTTP/1.1, or
+   * undefined when one has to be opened first (call session()). The proxy's hot path: no promise per request.
+   */
+  ready(t: H2Target): ClientHttp2Session | null | undefined {
+    if (this.closed) return undefined;
+    const key = keyOf(t);
+    if (this.alpn.get(key) === "http/1.1") return null;
+    const s = this.sessions.get(key);
+    return s && !s.closed && !s.destroyed ? s : undefined;
   }
 
   /**
@@ -176,31 +198,75 @@ export class H2UpstreamPool {
    * (synchronously) when the session cannot open a stream any more.
    */
   openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal, waitForTrailers = false): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
-    const stream = session.request(headerObject(fields), { endStream, signal, waitForTrailers: waitForTrailers && !endStream } as http2.ClientSessionRequestOptions);
-    stream.on("error", () => {}); // a stream error is reported by the promises below, however often it is emitted
+    let onResponse!: (r: H2Response) => void;
+    let onEnd!: (t: HeaderList) => void;
+    let failHead!: (e: UpstreamError) => void;
+    let failEnd!: (e: UpstreamError) => void;
+    const response = new Promise<H2Response>((res, rej) => ((onResponse = res), (failHead = rej)));
+    const trailers = new Promise<HeaderList>((res, rej) => ((onEnd = res), (failEnd = rej)));
+    response.catch(() => {});
+    trailers.catch(() => {}); // the caller may not wait for them
+    const stream = this.openStreamWith(session, headerObject(fields), endStream, waitForTrailers, {
+      response: (r) => onResponse({ ...r, trailers }),
+      end: onEnd,
+      failed: (e) => {
+        failHead(e);
+        failEnd(e);
+      },
+    });
+    if (signal) {
+      if (signal.aborted) stream.close(http2.constants.NGHTTP2_CANCEL);
+      else signal.addEventListener("abort", () => stream.close(http2.constants.NGHTTP2_CANCEL), { once: true });
+    }
+    return { stream, response, trailers };
+  }
+
+  /**
+   * openStream without promises (the proxy's hot path: one stream per request): `headers` is node's header object
+   * (pseudo-headers included). The handlers are called synchronously from the stream's events, at most one of
+   * `end` and `failed`, and `response` (at most once) before `end`:
+   *   response  the final response head (read at the 'response' event, see H2Response.headOnly)
+   *   end       the stream closed cleanly, with these trailers ([] when there were none)
+   *   failed    the stream failed (error, reset by the origin, closed before a response); also after `response`
+   * The body is paused until the caller reads it (see below). Throws (synchronously) when the session cannot open
+   * a stream any more.
+   */
+  openStreamWith(session: ClientHttp2Session, headers: http2.OutgoingHttpHeaders, endStream: boolean, waitForTrailers: boolean, on: H2StreamHandlers): ClientHttp2Stream {
+    const stream = session.request(headers, { endStream, waitForTrailers: waitForTrailers && !endStream } as http2.ClientSessionRequestOptions);
     // Paused until the caller reads the body. Bun 1.4.5 resumes a client stream that closes while nobody has
     // started reading it (readableFlowing === null), which emits its buffered body to no listener: the body is
-    // lost and 'end' follows. When HEADERS, DATA and END_STREAM arrive in one read, that happens before the
-    // 'response' promise's continuation can attach a reader. An explicit pause (readableFlowing === false) keeps
+    // lost and 'end' follows. When HEADERS, DATA and END_STREAM arrive in one read, that happens before a
+    // 'response' promise's continuation could attach a reader. An explicit pause (readableFlowing === false) keeps
     // the body buffered; the caller resumes (a 'data' listener alone does not, after pause()).
     stream.pause();
-    const trailers = new Promise<HeaderList>((resolve, reject) => {
-      let got: HeaderList = [];
-      stream.on("trailers", (h) => (got = headerList(h)));
-      stream.once("close", () => (stream.rstCode && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR ? reject(new UpstreamError("reset", `the origin reset the stream (code ${stream.rstCode})`)) : resolve(got)));
-      stream.once("error", (e) => reject(new UpstreamError("reset", `HTTP/2 stream failed: ${e.message}`)));
+    let state = 0; // 0: waiting for the head, 1: head seen, 2: settled (ended or failed)
+    let got: HeaderList | null = null;
+    // a stream error is reported once, however often it is emitted
+    stream.on("error", (e: Error) => {
+      if (state === 2) return;
+      const before = state === 0;
+      state = 2;
+      on.failed(new UpstreamError("reset", before ? `HTTP/2 stream failed before the response: ${e.message}` : `HTTP/2 stream failed: ${e.message}`));
     });
-    trailers.catch(() => {}); // the caller may not wait for them
-    const response = new Promise<H2Response>((resolve, reject) => {
-      // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
-      // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
-      // head-only answer once the stream has closed)
-      stream.once("response", (h) => resolve({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers, headOnly: stream.endAfterHeaders === true }));
-      stream.once("error", (e) => reject(new UpstreamError("reset", `HTTP/2 stream failed before the response: ${e.message}`)));
-      stream.once("close", () => reject(new UpstreamError("closed", "the HTTP/2 stream closed before a response")));
+    // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
+    // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
+    // head-only answer once the stream has closed)
+    stream.once("response", (h) => {
+      if (state !== 0) return;
+      state = 1;
+      on.response({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
     });
-    response.catch(() => {});
-    return { stream, response, trailers };
+    stream.on("trailers", (h) => (got = headerList(h)));
+    stream.once("close", () => {
+      if (state === 2) return;
+      const before = state === 0;
+      state = 2;
+      const code = stream.rstCode;
+      if (code && code !== http2.constants.NGHTTP2_NO_ERROR) on.failed(new UpstreamError("reset", `the origin reset the stream (code ${code})`));
+      else if (before) on.failed(new UpstreamError("closed", "the HTTP/2 stream closed before a response"));
+      else on.end(got ?? []);
+    });
+    return stream;
   }
 
   close(): void {
@@ -213,8 +279,8 @@ export class H2UpstreamPool {
 /**
  * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
  * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
- * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one turn
- * leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
+ * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one
+ * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
  * holds the session's write callbacks until 'drain'; a session that does not take the bytes pauses the socket.
  */
 function batchedSocket(sock: tls.TLSSocket): Duplex {
@@ -241,7 +307,7 @@ function batchedSocket(sock: tls.TLSSocket): Duplex {
       pending.push(chunk);
       if (!scheduled) {
         scheduled = true;
-        queueMicrotask(flush);
+        setImmediate(flush); // once per event-loop iteration (see H2ServerConnection)
       }
       if (blocked) waiting = () => cb();
       else cb();

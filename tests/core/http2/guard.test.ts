@@ -100,3 +100,19 @@ describe("H2FrameGuard: byte fixtures", () => {
     expect(f!.payload.subarray(8).toString()).toContain("20000");
   });
 });
+
+describe("H2FrameGuard: frame headers split across reads", () => {
+  test("any split of the same bytes gives the same verdict (headers read in place or pieced together)", () => {
+    const ok = Buffer.concat([start(), headersFrame(1, block, false), dataFrame(1, Buffer.from("hello"), true), headersFrame(3, block, false), pingFrame(), rstFrame(5), headersFrame(7, block, false)]);
+    const flood = Buffer.concat([start(), ...Array.from({ length: DEFAULT_H2_LIMITS.maxPingsPerWindow + 1 }, () => pingFrame())]);
+    for (const size of [1, 2, 7, 9, 10, 13, 17, 64]) {
+      const g = new H2FrameGuard({}, () => 0);
+      for (let i = 0; i < ok.length; i += size) expect(g.feed(ok.subarray(i, i + size))).toBeNull();
+      expect(g.openStreams).toBe(2); // 3 and 7 are open; 1 ended, 5 was reset
+      const f = new H2FrameGuard({}, () => 0);
+      let v = null;
+      for (let i = 0; i < flood.length && !v; i += size) v = f.feed(flood.subarray(i, i + size));
+      expect(v).toMatchObject({ code: ERROR.ENHANCE_YOUR_CALM });
+    }
+  });
+});

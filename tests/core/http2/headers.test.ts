@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { H2TranslateError, h1RequestToH2, h1ResponseToH2, h2RequestToH1, h2ResponseToH1, trailerFields } from "../../../src/core/http2/headers.ts";
+import { H2TranslateError, h1RequestToH2, h1RequestToH2Object, h1ResponseToH2, h1ResponseToH2Object, h2RequestToH1, h2RequestToH1Flat, h2ResponseToH1, trailerFields } from "../../../src/core/http2/headers.ts";
 
 describe("HTTP/1 -> HTTP/2", () => {
   test("request: pseudo-headers first, Host becomes :authority, names lower-cased, connection-specific fields dropped", () => {
@@ -92,5 +92,65 @@ describe("HTTP/2 -> HTTP/1", () => {
       ["grpc-status", "0"],
       ["grpc-message", "ok"],
     ]);
+  });
+});
+
+describe("one-pass header objects (the proxy's hot path) say what the field lists say", () => {
+  /** node's header object from a field list, as the proxy built it before */
+  const asObject = (fields: [string, string][]) => {
+    const o: Record<string, string | string[]> = {};
+    for (const [k, v] of fields) {
+      const prev = o[k];
+      o[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+    }
+    return o;
+  };
+  const requests: { method: string; target: string; headers: [string, string][] }[] = [
+    { method: "GET", target: "/", headers: [["Host", "h"]] },
+    { method: "POST", target: "/a?b", headers: [["Host", "example.test:8443"], ["Connection", "keep-alive, X-Hop"], ["X-Hop", "1"], ["Keep-Alive", "t=5"], ["TE", "trailers, deflate"], ["Accept", "a"], ["accept", "b"], ["Set-Cookie", "x"], ["set-cookie", "y"]] },
+    { method: "GET", target: "", headers: [["host", "first"], ["Host", "second"], ["TE", "gzip"], ["Upgrade", "h2c"], ["Transfer-Encoding", "chunked"], ["Proxy-Connection", "x"]] },
+    { method: "CONNECT", target: "h:443", headers: [["Host", "h:443"], ["X-A", "1"]] },
+  ];
+
+  test("requests: same fields, same order, same refusal", () => {
+    for (const r of requests) {
+      const obj = h1RequestToH2Object(r, "https");
+      expect(obj).toEqual(asObject(h1RequestToH2(r, "https")));
+      expect(Object.keys(obj)).toEqual(Object.keys(asObject(h1RequestToH2(r, "https"))));
+      expect(h1RequestToH2Object(r, "http", "given:1")).toEqual(asObject(h1RequestToH2(r, "http", "given:1")));
+    }
+    expect(() => h1RequestToH2Object({ method: "GET", target: "/", headers: [["Accept", "*/*"]] }, "https")).toThrow(H2TranslateError);
+  });
+
+  test("responses: same fields, same order", () => {
+    const lists: [string, string][][] = [
+      [],
+      [["Content-Type", "text/plain"], ["Content-Length", "3"]],
+      [["Connection", "close, X-Gone"], ["X-Gone", "1"], ["Trailer", "grpc-status"], ["TE", "trailers"], ["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"], ["Vary", "a"], ["vary", "b"], ["Keep-Alive", "t"]],
+    ];
+    for (const l of lists) {
+      expect(h1ResponseToH2Object(204, l)).toEqual(asObject(h1ResponseToH2(204, l)));
+      expect(Object.keys(h1ResponseToH2Object(200, l))).toEqual(Object.keys(asObject(h1ResponseToH2(200, l))));
+    }
+  });
+
+  test("h2RequestToH1Flat reads node's flat rawHeaders as h2RequestToH1 reads pairs", () => {
+    const raw = [":method", "GET", ":scheme", "https", ":authority", "a.test", ":path", "/x", "cookie", "a=1", "accept", "*/*", "cookie", "b=2", "host", "ignored"];
+    const pairs: [string, string][] = [];
+    for (let i = 0; i < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
+    expect(h2RequestToH1Flat(raw)).toEqual(h2RequestToH1(pairs));
+    expect(h2RequestToH1Flat(raw).headers).toEqual([["host", "a.test"], ["accept", "*/*"], ["cookie", "a=1; b=2"]]);
+    for (const bad of [
+      [":method", "GET", ":method", "GET", ":scheme", "https", ":path", "/"],
+      [":method", "GET", ":scheme", "https", ":path", "/", "x-a", "1", ":authority", "late"],
+      [":method", "GET", ":scheme", "https", ":path", "/", "X-Upper", "1"],
+      [":method", "GET", ":scheme", "https", ":path", "/", "connection", "close"],
+      [":method", "GET", ":scheme", "https", ":path", "/", "te", "gzip"],
+      [":method", "CONNECT", ":authority", "h:443", ":protocol", "websocket"],
+      [":method", "GET", ":scheme", "https"],
+      [":scheme", "https", ":path", "/"],
+      [":method", "GET", ":scheme", "https", ":path", "/", ":bogus", "1"],
+    ])
+      expect(() => h2RequestToH1Flat(bad)).toThrow(H2TranslateError);
   });
 });
