@@ -156,7 +156,7 @@ export class TapwireService {
       leafCerts: new LeafCertCache(this.ca),
       bodyLimit: this.config.bodyLimit,
       maxBufferedBody: Math.max(64 * 1024 * 1024, this.config.bodyLimit),
-      label: (addr, port) => labeler.resolve(addr, port, this.proxy?.port ?? 0),
+      label: (addr, port, alive) => labeler.resolve(addr, port, this.proxy?.port ?? 0, alive),
       sessions: new Set(),
       clientIdleSec: this.config.clientIdleTimeoutSec ?? DEFAULTS.clientIdleTimeoutSec,
       clientHeaderSec: this.config.clientHeaderTimeoutSec ?? DEFAULTS.clientHeaderTimeoutSec,

@@ -52,6 +52,8 @@ const SLICE_MS = 0.5;
 const HOT_PIDS = 4;
 const RESULT_CACHE_MAX = 4096;
 const LSOF_TIMEOUT_MS = 3000;
+/** Pauses before the further looks at a connection that is still open and was not found (see resolve()). */
+const MISS_DELAYS_MS = [5, 20, 50];
 
 // ---------------------------------------------------------------------------------------------
 // IP helpers
@@ -453,13 +455,28 @@ export class ClientLabeler {
     this.fullScan = new SharedRun(() => this.scanAll(), FULL_SCAN_INTERVAL_MS);
   }
 
-  /** Label for a client connection accepted by the proxy: remoteAddr/remotePort are the client's end, localPort the proxy's listening port. */
-  async resolve(remoteAddr: string, remotePort: number, localPort: number): Promise<string> {
+  /**
+   * Label for a client connection accepted by the proxy: remoteAddr/remotePort are the client's end, localPort the
+   * proxy's listening port. `alive`, when given, tells whether the proxy's end of the connection is still open: a
+   * miss for a connection that is still open is looked up again, after MISS_DELAYS_MS, because its client socket
+   * must still exist (reads of /proc/net/tcp are not snapshots: the kernel hands it out a page per read() and can
+   * skip a line when the table changes between two of them; the fd scan can race the same way).
+   */
+  async resolve(remoteAddr: string, remotePort: number, localPort: number, alive?: () => boolean): Promise<string> {
     this.stats.resolves++;
     const ip = normalizeIp(remoteAddr);
     if (!isLoopback(ip) || !validPort(remotePort) || !validPort(localPort)) return ip;
     try {
-      if (this.platform === "linux") return (await this.resolveLinux(ip, remotePort, localPort)) ?? ip;
+      if (this.platform === "linux") {
+        let label = await this.resolveLinux(ip, remotePort, localPort);
+        for (let i = 0; label === null && alive !== undefined && i < MISS_DELAYS_MS.length && alive(); i++) {
+          this.stats.retries++;
+          await delay(MISS_DELAYS_MS[i] as number);
+          if (!alive()) break;
+          label = await this.resolveLinux(ip, remotePort, localPort);
+        }
+        return label ?? ip;
+      }
       if (this.platform === "darwin") return (await this.resolveDarwin(ip, remotePort, localPort)) ?? ip;
     } catch {
       // Fall through to the IP.
@@ -508,7 +525,8 @@ export class ClientLabeler {
     }
     const comm = pid === null ? null : this.readComm(pid);
     if (pid !== null && comm !== null) this.markHot(pid);
-    this.remember(cacheKey, comm ?? ip);
+    // Misses are not kept: a second look at the same connection must look again.
+    if (comm !== null) this.remember(cacheKey, comm);
     return comm;
   }
 

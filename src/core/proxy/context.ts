@@ -24,7 +24,7 @@ export interface ProxyContext {
   /** Largest body the proxy will hold whole for an addon that asked for buffering. */
   maxBufferedBody: number;
   /** Client label for a new connection. */
-  label(remoteAddr: string, remotePort: number): Promise<string>;
+  label(remoteAddr: string, remotePort: number, alive?: () => boolean): Promise<string>;
   /** Called after a 101 to a WebSocket upgrade; returns a tap or null. */
   webSocketOpened?(flow: Flow): WebSocketTap | null;
   /** Open client sessions, so stop() can close them. */

@@ -38,7 +38,7 @@ export class ProxyServer {
           s.setNoDelay(true);
           const addr = normalizeIp(s.remoteAddress);
           const remotePort = (s as unknown as { remotePort: number }).remotePort;
-          const client: ClientInfo = { addr, port: remotePort, label: ctx.label(addr, remotePort) };
+          const client: ClientInfo = { addr, port: remotePort, label: ctx.label(addr, remotePort, () => s.readyState > 0) };
           client.label.then(
             (l) => (client.resolvedLabel = l),
             () => (client.resolvedLabel = addr),

@@ -88,7 +88,7 @@ export class MockConnection {
   }
 
   private resolveLabel(): Promise<void> {
-    this.labelWait ??= this.owner.labeler.resolve(this.addr, this.remotePort, this.owner.port).then(
+    this.labelWait ??= this.owner.labeler.resolve(this.addr, this.remotePort, this.owner.port, () => !this.closed).then(
       (l) => void (this.label = l),
       () => void (this.label = this.addr),
     );

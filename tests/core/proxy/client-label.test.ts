@@ -404,6 +404,35 @@ describe.skipIf(endianness() !== "LE")("fixture /proc tree (little-endian /proc/
     }
   });
 
+  test("a connection still open that was not found is looked up again after a pause; one that closed is not", async () => {
+    const fx = standardFixture();
+    try {
+      const l = new ClientLabeler({ platform: "linux", procRoot: fx.root });
+      // the proxy's end is open, and the client's socket shows up only after the first look (a skipped line)
+      let asked = 0;
+      const alive = () => {
+        if (asked++ === 0) {
+          fx.tcp(LO4, 50030, LO4, 8080, 5030);
+          fx.flush();
+          fx.proc(800, "late", { "3": 5030 });
+        }
+        return true;
+      };
+      expect(await l.resolve("127.0.0.1", 50030, 8080, alive)).toBe("late");
+      expect(l.stats.retries).toBe(2); // the fresh table read within the first look, then one more look
+      // closed on the proxy's side: no further look, the IP at once
+      const before = l.stats.netReads;
+      expect(await l.resolve("127.0.0.1", 50031, 8080, () => false)).toBe("127.0.0.1");
+      expect(l.stats.netReads - before).toBe(4); // the first look only: tcp and tcp6, twice each
+      // open but never found: the IP after the last look
+      let looks = 0;
+      expect(await l.resolve("127.0.0.1", 50032, 8080, () => (looks++, true))).toBe("127.0.0.1");
+      expect(looks).toBe(6); // before and after each of the three pauses
+    } finally {
+      fx.remove();
+    }
+  });
+
   test("the decoy sockets are only found under their own tuples", async () => {
     const fx = standardFixture();
     try {
