@@ -1,7 +1,7 @@
 /**
  * The capture store benches' entry mix (bench/writer-bench.ts): 30 hosts, weighted methods and statuses, JSON and
  * HTML response bodies of 0.2-5 KB (a third gzip-encoded, ~1% holding a rare word), JSON request bodies on
- * POST/PUT/PATCH, 4-6 headers each way. The same mix as bench/store-bench.ts's generator, from a seeded PRNG so
+ * POST/PUT/PATCH, 4-6 headers each way. Also bench/store-bench.ts's generator; from a seeded PRNG so
  * that two builds measured one after the other write the same entries.
  */
 import { gzipSync } from "node:zlib";
@@ -9,7 +9,8 @@ import type { NewEntry } from "../src/store/types.ts";
 
 export const RARE_WORD = "zanzibarquux";
 
-export function entryMix(seed0 = 0x2545f491): (i: number, now: number, n: number) => NewEntry {
+/** onRare: called for each entry whose response body got the rare word. */
+export function entryMix(seed0 = 0x2545f491, onRare?: () => void): (i: number, now: number, n: number) => NewEntry {
   let seed = seed0;
   const rnd = (): number => {
     seed ^= seed << 13;
@@ -60,6 +61,7 @@ export function entryMix(seed0 = 0x2545f491): (i: number, now: number, n: number
     const isHtml = rnd() < 0.25;
     const hasBody = !(status === 0 || status === 204 || status === 304);
     const rare = hasBody && rnd() < 0.01;
+    if (rare) onRare?.();
     const size = 200 + Math.floor(rnd() * 4800);
     const resText = !hasBody ? "" : isHtml ? htmlBody(size, rare) : jsonBody(size, rare);
     const ct = resText === "" ? "" : isHtml ? "text/html; charset=utf-8" : "application/json";
