@@ -5,6 +5,7 @@ import type { Addon, HookResult } from "../../pipeline/addon.ts";
 import { type Flow, hostPort, type Scheme } from "../../pipeline/flow.ts";
 import { HEADER_NAME, HEADER_VALUE } from "../map-local/schema.ts";
 import { inputText, readChanges, type ScriptChanges } from "./engine/output.ts";
+import type { RawRun } from "./engine/engine.ts";
 import type { SandboxInputHead } from "./engine/protocol.ts";
 import type { ScriptOutput, ScriptRequest, ScriptResponse } from "./engine/types.ts";
 import { bodyText, type ScriptRunner } from "./runner.ts";
@@ -158,39 +159,20 @@ export class ScriptAddon implements Addon {
     const r = flow.request;
     const text = bodyText(r.body, r.headers);
     const original: ScriptRequest = { method: r.method, url: flow.url, headers: r.headers, body: text ?? "" };
-    return new Promise((resolve, reject) => {
-      let cur = original;
-      let i = 0;
-      const next = (): void => {
-        if (i === rules.length) {
-          applyRequest(flow, original, cur, text === null);
-          return resolve();
-        }
-        const rule = rules[i++]!;
-        const input = inputText(this.head("request", rule.name), JSON.stringify({ method: cur.method, url: cur.url, headers: cur.headers }), "null", "{}", this.environmentJson, "{}", this.globalsJson);
-        this.runner.runRaw({ script: rule.request_script, input, requestBody: cur.body, responseBody: null }, rule.id, (out, failure, ms) => {
-          try {
-            const c = out !== null ? readChanges(out) : null;
-            const errors = c ? c.errors : failed(failure);
-            let applied = false;
-            if (c && errors.length === 0) {
-              try {
-                if (c.request) cur = checkRequest(c.request, cur);
-                applied = true;
-                this.keepScopes(c);
-              } catch (e) {
-                errors.push({ message: `the script's request cannot be sent: ${(e as Error).message}`, stack: null, line: null });
-              }
-            }
-            record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "request", applied, duration_ms: roundMs(ms), console: c ? c.console : [], errors, ...(c && c.tests.length ? { tests: c.tests } : {}) });
-            next();
-          } catch (e) {
-            reject(e);
-          }
-        });
-      };
-      next();
-    });
+    return this.runChain(
+      flow,
+      rules,
+      "request",
+      original,
+      (rule, cur) => ({
+        script: rule.request_script,
+        input: inputText(this.head("request", rule.name), JSON.stringify({ method: cur.method, url: cur.url, headers: cur.headers }), "null", "{}", this.environmentJson, "{}", this.globalsJson),
+        requestBody: cur.body,
+        responseBody: null,
+      }),
+      (c, cur) => (c.request ? checkRequest(c.request, cur) : cur),
+      (cur) => applyRequest(flow, original, cur, text === null),
+    );
   }
 
   /** The rules' response scripts, as runRequestScripts() does the request's. */
@@ -201,32 +183,58 @@ export class ScriptAddon implements Addon {
     const requestJson = JSON.stringify({ method: r.method, url: flow.url, headers: r.headers });
     const requestBody = bodyText(r.body, r.headers) ?? "";
     const original: ScriptResponse = { status: res.status, statusText: res.reason, headers: res.headers, body: text ?? "", responseTime: Math.round(performance.now() - flow.t0) };
+    return this.runChain(
+      flow,
+      rules,
+      "response",
+      original,
+      (rule, cur) => {
+        const responseJson = JSON.stringify({ status: cur.status, statusText: cur.statusText, headers: cur.headers, responseTime: original.responseTime });
+        return { script: rule.response_script, input: inputText(this.head("response", rule.name), requestJson, responseJson, "{}", this.environmentJson, "{}", this.globalsJson), requestBody, responseBody: cur.body };
+      },
+      (c, cur) => (c.response ? checkResponse(c.response, cur) : cur),
+      (cur) => applyResponse(flow, original, cur, text === null),
+    );
+  }
+
+  /**
+   * Runs one phase's scripts of `rules` one after another: `run` builds each run from what the previous ones left
+   * (`cur`), `change` applies a run's changes (throwing when they cannot be sent), `done` gets the result of all.
+   * Each run is recorded on the flow, applied or not.
+   */
+  private runChain<T>(
+    flow: Flow,
+    rules: ScriptRule[],
+    phase: "request" | "response",
+    original: T,
+    run: (rule: ScriptRule, cur: T) => RawRun,
+    change: (c: ScriptChanges, cur: T) => T,
+    done: (cur: T) => void,
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
       let cur = original;
       let i = 0;
       const next = (): void => {
         if (i === rules.length) {
-          applyResponse(flow, original, cur, text === null);
+          done(cur);
           return resolve();
         }
         const rule = rules[i++]!;
-        const responseJson = JSON.stringify({ status: cur.status, statusText: cur.statusText, headers: cur.headers, responseTime: original.responseTime });
-        const input = inputText(this.head("response", rule.name), requestJson, responseJson, "{}", this.environmentJson, "{}", this.globalsJson);
-        this.runner.runRaw({ script: rule.response_script, input, requestBody, responseBody: cur.body }, rule.id, (out, failure, ms) => {
+        this.runner.runRaw(run(rule, cur), rule.id, (out, failure, ms) => {
           try {
             const c = out !== null ? readChanges(out) : null;
             const errors = c ? c.errors : failed(failure);
             let applied = false;
             if (c && errors.length === 0) {
               try {
-                if (c.response) cur = checkResponse(c.response, cur);
+                cur = change(c, cur);
                 applied = true;
                 this.keepScopes(c);
               } catch (e) {
-                errors.push({ message: `the script's response cannot be sent: ${(e as Error).message}`, stack: null, line: null });
+                errors.push({ message: `the script's ${phase} cannot be sent: ${(e as Error).message}`, stack: null, line: null });
               }
             }
-            record(flow, { rule_id: rule.id, rule_name: rule.name, phase: "response", applied, duration_ms: roundMs(ms), console: c ? c.console : [], errors, ...(c && c.tests.length ? { tests: c.tests } : {}) });
+            record(flow, { rule_id: rule.id, rule_name: rule.name, phase, applied, duration_ms: roundMs(ms), console: c ? c.console : [], errors, ...(c && c.tests.length ? { tests: c.tests } : {}) });
             next();
           } catch (e) {
             reject(e);
