@@ -9,8 +9,11 @@ import type { NewEntry } from "../src/store/types.ts";
 
 export const RARE_WORD = "zanzibarquux";
 
-/** onRare: called for each entry whose response body got the rare word. */
-export function entryMix(seed0 = 0x2545f491, onRare?: () => void): (i: number, now: number, n: number) => NewEntry {
+/**
+ * onRare: called for each entry whose response body got the rare word. bodyMax: the largest response body
+ * (default 5,000 characters: bodies of 200-5,000); a smaller one gives the small entries of a proxy at its peak.
+ */
+export function entryMix(seed0 = 0x2545f491, onRare?: () => void, bodyMax = 5000): (i: number, now: number, n: number) => NewEntry {
   let seed = seed0;
   const rnd = (): number => {
     seed ^= seed << 13;
@@ -62,7 +65,7 @@ export function entryMix(seed0 = 0x2545f491, onRare?: () => void): (i: number, n
     const hasBody = !(status === 0 || status === 204 || status === 304);
     const rare = hasBody && rnd() < 0.01;
     if (rare) onRare?.();
-    const size = 200 + Math.floor(rnd() * 4800);
+    const size = 200 + Math.floor(rnd() * Math.max(0, bodyMax - 200));
     const resText = !hasBody ? "" : isHtml ? htmlBody(size, rare) : jsonBody(size, rare);
     const ct = resText === "" ? "" : isHtml ? "text/html; charset=utf-8" : "application/json";
     const gzip = resText !== "" && rnd() < 0.3;

@@ -7,7 +7,10 @@
  * each as CPU time of this thread per entry (/proc/<pid>/task/<pid>/schedstat: what load does not distort much,
  * unlike wall time), then the database's size per entry and where it goes (SQLite's dbstat).
  *
- *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--group 1] [--no-dbstat]
+ *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--group 1] [--no-dbstat] [--body-max 5000]
+ *
+ * --body-max 1024: response bodies of 200-1,024 characters (the small entries of the proxy at its peak) instead of
+ * the mix's 200-5,000.
  *
  * Ends with `RESULT {json}`. To compare two builds, run this file against each one after the other, a few times.
  */
@@ -30,6 +33,7 @@ const STEP_ROWS = opt("step-rows", 256);
 const BATCH = opt("batch", 200);
 const INLINE = args.includes("--inline");
 const GROUP = Math.max(1, opt("group", 1));
+const BODY_MAX = opt("body-max", 5000);
 
 const schedPath = `/proc/${process.pid}/task/${process.pid}/schedstat`;
 /** CPU time of this thread so far (ms); process CPU time where /proc is not there. */
@@ -44,7 +48,7 @@ function cpuMs(): number {
 
 // encode once, as the proxy's thread does (the bytes are kept: a batch is what the journal holds)
 const now = Date.now();
-const make = entryMix();
+const make = entryMix(undefined, undefined, BODY_MAX);
 const batches: Uint8Array[] = [];
 {
   const b = new BatchBuilder();
@@ -119,6 +123,7 @@ for (let r = 0; r < ROUNDS; r++) {
 const med = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const result = {
   entries: N,
+  body_max: BODY_MAX,
   write_us: med(rounds.map((r) => r.writeUs)),
   index_us: med(rounds.map((r) => r.indexUs)),
   total_us: med(rounds.map((r) => r.writeUs + r.indexUs)),
