@@ -155,7 +155,7 @@ class PropertyList {
   }
 
   #norm(key) {
-    const k = key === undefined || key === null ? "" : String(key);
+    const k = typeof key === "string" ? key : key === undefined || key === null ? "" : String(key);
     return this.#caseInsensitive ? k.toLowerCase() : k;
   }
 
