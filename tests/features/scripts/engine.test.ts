@@ -235,6 +235,49 @@ describe("pm.request", () => {
     });
   });
 
+  test("headers: reads and changes before any item is asked for agree with the items built afterwards", async () => {
+    // get/has/add/upsert/remove/toObject/count work on the host's pairs until an item is needed (lists.sandbox.js)
+    const out = await run(
+      `const h = pm.request.headers;
+       h.upsert({ key: 'x-multi', value: 'three' });
+       h.upsert({ key: 'X-Num', value: 7 });
+       h.add({ key: 'X-Off', value: 'no', disabled: true });
+       h.add({ key: 'X-On', value: 'yes' });
+       h.remove('cookie');
+       const before = { multi: h.get('X-Multi'), num: h.get('x-num'), has: h.has('x-multi', 'one'), count: h.count(), obj: h.toObject() };
+       const item = h.one('x-num');
+       item.value = 8;
+       console.log(JSON.stringify({ before, same: h.one('x-num') === item, after: h.get('X-NUM'), keys: h.map((i) => i.key), off: h.one('x-off').disabled === true }));`,
+      { phase: "request" },
+    );
+    expect(logged(out)).toEqual({
+      before: {
+        multi: "three",
+        num: 7,
+        has: true,
+        count: 7,
+        obj: { host: "api.example.com:8443", "content-type": "application/json", "x-multi": ["one", "three"], "x-num": 7, "x-off": "no", "x-on": "yes" },
+      },
+      same: true,
+      after: 8,
+      keys: ["Host", "Content-Type", "X-Multi", "x-multi", "X-Num", "X-Off", "X-On"],
+      off: true,
+    });
+    // the disabled header is left out; values go out as text; the host's own list is not changed in place
+    expect(out.request.headers).toEqual([
+      ["Host", "api.example.com:8443"],
+      ["Content-Type", "application/json"],
+      ["X-Multi", "one"],
+      ["x-multi", "three"],
+      ["X-Num", "8"],
+      ["X-On", "yes"],
+    ]);
+    expect(REQUEST.headers).toHaveLength(5);
+    const untouched = await run(`pm.request.headers.get('host'); pm.request.headers.upsert({ key: 'Host', value: 'api.example.com:8443' })`, { phase: "request" });
+    expect(untouched.errors).toEqual([]);
+    expect(untouched.request.headers).toEqual(REQUEST.headers);
+  });
+
   test("body: raw, mode, set raw, update, isEmpty; method change", async () => {
     const read = await run("console.log(JSON.stringify([pm.request.body.mode, pm.request.body.raw, pm.request.body.isEmpty(), JSON.parse(pm.request.body.raw).name, String(pm.request.body)]))", {
       phase: "request",

@@ -99,18 +99,63 @@ class Cookie extends PropertyItem {
   }
 }
 
+/** A list's pairs while it holds no items, else null (for HeaderList.toPairs(); not reachable from scripts). */
+let pairsOf;
+
 class PropertyList {
   #Type;
   #caseInsensitive;
+  #members;
+  /**
+   * A list built from the host's [name, value] pairs keeps them as pairs (copied before the first change) until
+   * something needs its items (members): the common reads and changes of a header list (get, has, add, upsert,
+   * remove by name, toObject, toPairs) work on the pairs, so a script that only reads or sets a header never builds
+   * an item per header (each one a class instance: ~1 µs in QuickJS). null once the items exist.
+   */
+  #pairs = null;
+  #pairsOwned = false;
 
-  constructor(Type, caseInsensitive, members) {
+  constructor(Type, caseInsensitive, members, pairs) {
     this.#Type = Type;
     this.#caseInsensitive = caseInsensitive;
-    defineProperty(this, "members", { value: members || [], writable: true });
+    if (pairs) this.#pairs = pairs;
+    else this.#members = members || [];
+  }
+
+  /** The items (built from the pairs on first use). */
+  get members() {
+    if (this.#pairs !== null) {
+      const pairs = this.#pairs;
+      const Type = this.#Type;
+      const items = [];
+      for (let i = 0; i < pairs.length; i++) items.push(new Type(pairs[i][0], pairs[i][1]));
+      this.#members = items;
+      this.#pairs = null;
+    }
+    return this.#members;
+  }
+
+  set members(v) {
+    this.#pairs = null;
+    this.#members = v;
+  }
+
+  /** The pairs, to be changed (copied first: the host's stay as they came, changes() compares with them). */
+  #ownPairs() {
+    if (!this.#pairsOwned) {
+      this.#pairs = this.#pairs.slice();
+      this.#pairsOwned = true;
+    }
+    return this.#pairs;
+  }
+
+  /** A plain { key, value } a script passes (not an item, not text, not disabled): what the pairs can take as it is. */
+  static #plain(v) {
+    return isObject(v) && !(v instanceof PropertyItem) && v.key !== undefined && v.key !== null && !v.disabled;
   }
 
   #norm(key) {
-    const k = key === undefined || key === null ? "" : String(key);
+    const k = typeof key === "string" ? key : key === undefined || key === null ? "" : String(key);
     return this.#caseInsensitive ? k.toLowerCase() : k;
   }
 
@@ -122,6 +167,14 @@ class PropertyList {
     return undefined;
   }
 
+  /** Index of the last pair with that key, -1 when none (only while the list holds pairs). */
+  #lastPair(key) {
+    const k = this.#norm(key);
+    const pairs = this.#pairs;
+    for (let i = pairs.length - 1; i >= 0; i--) if (this.#norm(pairs[i][0]) === k) return i;
+    return -1;
+  }
+
   one(key) {
     const k = this.#norm(key);
     for (let i = this.members.length - 1; i >= 0; i--) if (this.#norm(this.members[i].key) === k) return this.members[i];
@@ -129,6 +182,10 @@ class PropertyList {
   }
 
   get(key) {
+    if (this.#pairs !== null) {
+      const i = this.#lastPair(key);
+      return i < 0 ? undefined : this.#pairs[i][1];
+    }
     const item = this.one(key);
     return item === undefined ? undefined : item.valueOf();
   }
@@ -143,10 +200,15 @@ class PropertyList {
     if (isObject(key)) return this.members.indexOf(key) >= 0;
     const k = this.#norm(key);
     const withValue = arguments.length > 1;
+    if (this.#pairs !== null) return this.#pairs.some((p) => this.#norm(p[0]) === k && (!withValue || p[1] === value));
     return this.members.some((m) => this.#norm(m.key) === k && (!withValue || m.valueOf() === value));
   }
 
   add(v) {
+    if (this.#pairs !== null && PropertyList.#plain(v)) {
+      this.#ownPairs().push([String(v.key), v.value]);
+      return;
+    }
     const items = typeof v === "string" && this.#Type.parse ? this.#Type.parse(v) : [this.#item(v)];
     for (const item of items) if (item) this.members.push(item);
   }
@@ -171,6 +233,18 @@ class PropertyList {
 
   /** Updates the item with that key (the last one when repeated) or adds it. false: updated, true: added. */
   upsert(v) {
+    if (this.#pairs !== null && PropertyList.#plain(v)) {
+      const key = String(v.key);
+      const value = v.value;
+      const i = this.#lastPair(key);
+      const pairs = this.#ownPairs();
+      if (i >= 0) {
+        pairs[i] = [pairs[i][0], value];
+        return false;
+      }
+      pairs.push([key, value]);
+      return true;
+    }
     const item = this.#item(v);
     if (!item) return null;
     const existing = this.one(item.key);
@@ -189,6 +263,11 @@ class PropertyList {
     else if (isObject(predicate)) test = (m) => m === predicate;
     else {
       const k = this.#norm(predicate);
+      if (this.#pairs !== null) {
+        this.#pairs = this.#pairs.filter((p) => this.#norm(p[0]) !== k);
+        this.#pairsOwned = true;
+        return;
+      }
       test = (m) => this.#norm(m.key) === k;
     }
     this.members = this.members.filter((m, i) => !test(m, i));
@@ -213,7 +292,7 @@ class PropertyList {
   }
 
   count() {
-    return this.members.length;
+    return this.#pairs !== null ? this.#pairs.length : this.members.length;
   }
 
   idx(i) {
@@ -251,10 +330,14 @@ class PropertyList {
    */
   toObject(excludeDisabled, caseSensitive) {
     const out = {};
-    for (const m of this.members) {
-      if (excludeDisabled && m.disabled) continue;
-      const key = this.#caseInsensitive && !caseSensitive ? String(m.key).toLowerCase() : String(m.key);
-      const value = m.valueOf();
+    const pairs = this.#pairs;
+    const list = pairs !== null ? pairs : this.members;
+    for (let i = 0; i < list.length; i++) {
+      const m = list[i];
+      if (pairs === null && excludeDisabled && m.disabled) continue;
+      const k = pairs !== null ? m[0] : m.key;
+      const key = this.#caseInsensitive && !caseSensitive ? String(k).toLowerCase() : String(k);
+      const value = pairs !== null ? m[1] : m.valueOf();
       if (!hasOwn(out, key)) setOwn(out, key, value);
       else if (isArray(out[key])) out[key].push(value);
       else out[key] = [out[key], value];
@@ -265,11 +348,16 @@ class PropertyList {
   toJSON() {
     return this.members.map((m) => m.toJSON());
   }
+
+  static {
+    pairsOf = (list) => list.#pairs;
+  }
 }
 
 class HeaderList extends PropertyList {
+  /** pairs: [name, value] pairs from the host (kept as they are: the list copies them before changing them). */
   constructor(pairs) {
-    super(Header, true, pairs ? pairs.map((p) => new Header(p[0], p[1])) : []);
+    super(Header, true, null, pairs || []);
   }
 
   toString() {
@@ -279,6 +367,16 @@ class HeaderList extends PropertyList {
   /** [name, value] pairs as they leave the sandbox: disabled headers left out, values as text. */
   toPairs() {
     const out = [];
+    const pairs = pairsOf(this);
+    if (pairs !== null) {
+      for (let i = 0; i < pairs.length; i++) {
+        const p = pairs[i];
+        if (p[0] === "") continue;
+        const v = p[1];
+        out.push(typeof v === "string" ? p : [p[0], v === undefined || v === null ? "" : String(v)]);
+      }
+      return out;
+    }
     for (const m of this.members) {
       if (m.disabled || m.key === undefined || m.key === null || m.key === "") continue;
       out.push([String(m.key), m.value === undefined || m.value === null ? "" : String(m.value)]);
