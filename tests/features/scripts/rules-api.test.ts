@@ -191,5 +191,5 @@ describe("script rules persistence", () => {
     } finally {
       await tw.stop("SIGKILL");
     }
-  });
+  }, 30_000); // two start-ups of tapwire and a kill -9: more than the default 5 s on a loaded 2-core machine
 });

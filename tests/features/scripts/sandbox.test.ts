@@ -83,15 +83,15 @@ describe("memory limit", () => {
   }, 20_000);
 
   test("an array grown towards 1 GB runs out of memory; the input comes back unchanged", async () => {
-    const started = performance.now();
+    // the time limit is far above what filling 64 MB takes, so the error says which limit stopped it (no timing here)
     const out = await run(
       "pm.request.headers.add({ key: 'X-Changed', value: '1' }); const parts = []; for (let i = 0; i < 1024; i++) parts.push(new Float64Array(1 << 17)); console.log('allocated 1 GB');",
       { phase: "request" },
+      { timeoutMs: 15_000 },
     );
     expect(out.errors).toEqual([{ message: "Script ran out of memory (limit 64 MB)", stack: null, line: null }]);
     expect(out.console).toEqual([]);
     expect(out.request).toEqual(REQUEST);
-    expect(performance.now() - started).toBeLessThan(1000); // the limit stops it, not the deadline
     await stillWorks();
   }, 20_000);
 
