@@ -60,8 +60,11 @@ export interface H2Request {
   respond(status: number, headers: HeaderList, endStream?: boolean, trailers?: boolean): void;
   /** the response body; false: wait for drain (ServerHttp2Stream's 'drain') */
   write(chunk: Uint8Array): boolean;
-  /** ends the response, with trailers when given */
-  end(trailers?: HeaderList): void;
+  /**
+   * ends the response, with trailers when given; `last`: the body's last piece, sent in the same call (as the
+   * DATA frame that ends the stream when no trailers follow)
+   */
+  end(trailers?: HeaderList, last?: Uint8Array): void;
   /** resets the stream (RST_STREAM, INTERNAL_ERROR unless given) */
   reset(code?: number): void;
   /** called once when the stream has closed (its 'close' event: ended both ways or reset) */
@@ -82,9 +85,8 @@ export class H2ServerConnection {
   ) {
     this.guard = new H2FrameGuard({ maxOpenStreams: 2 * (opts.maxConcurrentStreams ?? 100), ...opts.limits });
     // The session writes frame by frame; the frames written in one event-loop iteration go to the socket as one
-    // write (far fewer TLS records and syscalls with many streams). While the socket is full, the session's writes
-    // wait for drain.
-    let waitingWrite: (() => void) | null = null;
+    // write (far fewer TLS records and syscalls with many streams). While the socket is full, write() answers false
+    // and the session waits for the duplex's 'drain' (as on a socket of its own).
     let blocked = false;
     let pending: Uint8Array[] = [];
     let scheduled = false;
@@ -96,26 +98,12 @@ export class H2ServerConnection {
       if (!sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
     });
     sink.onDrain = () => {
+      if (!blocked) return;
       blocked = false;
-      const cb = waitingWrite;
-      waitingWrite = null;
-      cb?.();
+      this.duplex.emit("drain");
     };
     this.duplex = new Duplex({
       read: () => opts.resumeReading(),
-      write: (chunk: Buffer, _enc, cb) => {
-        if (this.closed) return cb();
-        pending.push(chunk);
-        if (!scheduled) {
-          scheduled = true;
-          // once per event-loop iteration, not per microtask checkpoint: Bun's session calls into JavaScript once
-          // per frame it parses, and microtasks run after each such call, so a per-microtask flush sent ~10-17
-          // writes per read (docs/http2.md, third pass)
-          setImmediate(flush);
-        }
-        if (blocked) waitingWrite = () => cb();
-        else cb();
-      },
       final: (cb) => {
         this.close();
         cb();
@@ -125,6 +113,24 @@ export class H2ServerConnection {
         cb(err);
       },
     });
+    // Bun's session calls the socket's write(buffer) from native code for every batch of frames it flushes (about
+    // one per stream): taken here directly, without the Writable machinery (write, writeOrBuffer, _write, the
+    // callback and its nextTick) each time. The session itself only looks at the answer (false: wait for 'drain').
+    (this.duplex as unknown as { write: (chunk: Uint8Array, enc?: unknown, cb?: unknown) => boolean }).write = (chunk, enc, cb) => {
+      if (!this.closed && chunk.length > 0) {
+        pending.push(chunk);
+        if (!scheduled) {
+          scheduled = true;
+          // once per event-loop iteration, not per microtask checkpoint: Bun's session calls into JavaScript once
+          // per frame it parses, and microtasks run after each such call, so a per-microtask flush sent ~10-17
+          // writes per read (docs/http2.md, third pass)
+          setImmediate(flush);
+        }
+      }
+      const done = typeof enc === "function" ? enc : cb;
+      if (typeof done === "function") process.nextTick(done as () => void);
+      return !blocked;
+    };
     const server = http2.createServer({
       settings: { maxConcurrentStreams: opts.maxConcurrentStreams ?? 100, maxHeaderListSize: opts.maxHeaderListSize ?? 64 * 1024, enablePush: false },
       maxHeaderListPairs: 1000,
@@ -214,7 +220,8 @@ class Stream implements H2Request {
     this.authority = parts.authority;
     this.path = parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/");
     this.headers = parts.headers;
-    body.once("close", () => {
+    // `on`, not `once` (no wrapper per stream): a stream emits 'close' once
+    body.on("close", () => {
       guard.streamClosed(this.streamId);
       this.onClose?.();
     });
@@ -233,9 +240,12 @@ class Stream implements H2Request {
     return this.body.write(chunk);
   }
 
-  end(trailers?: HeaderList): void {
+  end(trailers?: HeaderList, last?: Uint8Array): void {
     this.wantTrailers = trailers ? trailerFields(trailers) : null;
-    this.body.end();
+    // with its last piece: one DATA frame with END_STREAM, where write() then end() sent an empty DATA frame more
+    // and had Bun's session flush its frames to the socket at once (its _final), once per response
+    if (last !== undefined && last.length > 0) this.body.end(last);
+    else this.body.end();
   }
 
   reset(code: number = http2.constants.NGHTTP2_INTERNAL_ERROR): void {

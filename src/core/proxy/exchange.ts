@@ -94,6 +94,8 @@ export abstract class Exchange implements UpstreamOwner {
   protected reqTrailers: HeaderList | null = null;
   /** The request trailers to send on the origin's HTTP/2 stream when it asks for them ('wantTrailers'). */
   private h2ReqTrailers: { fields: HeaderList } | null = null;
+  /** The last piece of an HTTP/2 origin's body (its announced length reached), held until the stream ends. */
+  private h2Last: Uint8Array | null = null;
   /** The deadlines of origin streams waiting for their response head (shared by every exchange, see headDeadlines). */
   private h2Deadlines: DeadlineList | null = null;
 
@@ -189,6 +191,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.resFramedTo = null;
     this.resTrailers = null;
     this.reqTrailers = null;
+    this.h2Last = null;
     this.upstreamEnded = false;
     this.reqState = "hooks";
     this.after(this.ctx.pipeline.run("requestHeaders", flow), () => this.afterRequestHeaders(flow));
@@ -525,7 +528,9 @@ export abstract class Exchange implements UpstreamOwner {
     if (!this.upstreamEnded || this.h2up === null) return;
     if (this.resState === "body") {
       this.h2up = null;
-      return this.responseComplete(flow);
+      const held = this.h2Last;
+      this.h2Last = null;
+      return this.responseComplete(flow, held === null ? null : this.lastResponsePiece(held));
     }
     if (this.resState === "collect") {
       this.h2up = null;
@@ -831,12 +836,20 @@ export abstract class Exchange implements UpstreamOwner {
     let ok = true;
     // the last piece of a complete response waits until the flow is recorded (see responseComplete)
     let last: Uint8Array | null = null;
+    if (this.h2Last !== null) {
+      // more than the announced length (the stream then fails): what was held goes first
+      ok = this.writeResponseBody(this.h2Last);
+      this.h2Last = null;
+    }
     for (let i = 0; i < data.length; i++) {
       const p = data[i]!;
       this.resBytes += p.length;
       if (flow.capture) flow.resBody.add(p);
       // the last piece is held for responseComplete as one buffer (framed by copy); the others go out at once
       if (done && i === data.length - 1) last = this.lastResponsePiece(p);
+      // an HTTP/2 origin's body reached its announced length: held until its stream ends (h2BodyEnded), to go
+      // with the end of the response (for an HTTP/2 client one DATA frame with END_STREAM, not two)
+      else if (this.h2up !== null && this.resFraming.kind === "length" && this.resBytes === this.resFraming.length && i === data.length - 1) this.h2Last = p;
       else ok = this.writeResponseBody(p) && ok;
     }
     if (done) return this.responseComplete(flow, last);

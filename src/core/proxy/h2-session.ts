@@ -244,10 +244,7 @@ export class H2StreamExchange extends Exchange {
       this.responseEnded = true;
       return;
     }
-    if (wholeBody !== null) {
-      this.writeResponseBody(wholeBody);
-      this.endResponse();
-    }
+    if (wholeBody !== null) this.finishResponseBody(wholeBody);
   }
 
   protected sendWholeResponseAsReceived(_flow: Flow): boolean {
@@ -276,15 +273,19 @@ export class H2StreamExchange extends Exchange {
 
   protected finishResponseBody(last: Uint8Array | null): void {
     if (this.responseEnded) return;
-    if (last !== null) this.writeResponseBody(last);
+    if (last !== null && last.length > 0) {
+      // the last piece goes with the end (one DATA frame with END_STREAM when no trailers follow)
+      if (this.writer === null) return this.endResponse(last);
+      this.writeResponseBody(last);
+    }
     this.endResponse();
   }
 
-  private endResponse(): void {
+  private endResponse(last?: Uint8Array): void {
     this.responseEnded = true;
     const trailers = this.resTrailers && this.resTrailers.length ? this.resTrailers : undefined;
     if (this.writer) this.writer.end(() => this.req.end(trailers));
-    else this.req.end(trailers);
+    else this.req.end(trailers, last);
   }
 
   protected pauseClient(): void {

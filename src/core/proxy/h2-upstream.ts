@@ -251,13 +251,14 @@ export class H2UpstreamPool {
     // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
     // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
     // head-only answer once the stream has closed)
-    stream.once("response", (h) => {
+    // `on`, not `once`, here and for 'close' (no wrapper per stream): `state` already ignores a repeat
+    stream.on("response", (h) => {
       if (state !== 0) return;
       state = 1;
       on.response({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
     });
     stream.on("trailers", (h) => (got = headerList(h)));
-    stream.once("close", () => {
+    stream.on("close", () => {
       if (state === 2) return;
       const before = state === 0;
       state = 2;
@@ -287,7 +288,6 @@ function batchedSocket(sock: tls.TLSSocket): Duplex {
   let pending: Uint8Array[] = [];
   let scheduled = false;
   let blocked = false;
-  let waiting: (() => void) | null = null;
   const flush = () => {
     scheduled = false;
     const parts = pending;
@@ -295,23 +295,8 @@ function batchedSocket(sock: tls.TLSSocket): Duplex {
     if (parts.length === 0 || sock.destroyed) return;
     if (!sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
   };
-  sock.on("drain", () => {
-    blocked = false;
-    const cb = waiting;
-    waiting = null;
-    cb?.();
-  });
   const d = new Duplex({
     read: () => void sock.resume(),
-    write: (chunk: Buffer, _enc, cb) => {
-      pending.push(chunk);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush); // once per event-loop iteration (see H2ServerConnection)
-      }
-      if (blocked) waiting = () => cb();
-      else cb();
-    },
     final: (cb) => {
       flush();
       sock.end();
@@ -323,6 +308,25 @@ function batchedSocket(sock: tls.TLSSocket): Duplex {
       cb(err);
     },
   });
+  sock.on("drain", () => {
+    if (!blocked) return;
+    blocked = false;
+    d.emit("drain");
+  });
+  // The session's writes (one call from native code per flush, about one per stream) taken without the Writable
+  // machinery, as on the client side (H2ServerConnection): false while the socket is full, 'drain' when it is not.
+  (d as unknown as { write: (chunk: Uint8Array, enc?: unknown, cb?: unknown) => boolean }).write = (chunk, enc, cb) => {
+    if (chunk.length > 0 && !sock.destroyed) {
+      pending.push(chunk);
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush); // once per event-loop iteration (see H2ServerConnection)
+      }
+    }
+    const done = typeof enc === "function" ? enc : cb;
+    if (typeof done === "function") process.nextTick(done as () => void);
+    return !blocked;
+  };
   sock.on("data", (b: Buffer) => {
     if (!d.push(b)) sock.pause();
   });

@@ -124,16 +124,14 @@ export function toEntry(flow: Flow, label: string): NewEntry {
 
 /** A request to tapwire's own API through the proxy: its bearer token never reaches the capture. */
 export function redactToken(e: NewEntry, token: string): void {
-  let hit = false;
-  const headers = e.req_headers.map(([n, v]): [string, string] => {
-    if (n.length === 13 && n.toLowerCase() === "authorization" && v.includes(token)) {
-      hit = true;
-      return [n, v.split(token).join("[redacted]")];
-    }
-    return [n, v];
-  });
-  if (!hit) return;
-  e.req_headers = headers;
+  const list = e.req_headers;
+  let i = 0;
+  for (; i < list.length; i++) {
+    const [n, v] = list[i]!;
+    if (n.length === 13 && v.includes(token) && n.toLowerCase() === "authorization") break;
+  }
+  if (i === list.length) return; // the common case: nothing to redact, nothing copied
+  e.req_headers = list.map(([n, v]): [string, string] => (n.length === 13 && n.toLowerCase() === "authorization" && v.includes(token) ? [n, v.split(token).join("[redacted]")] : [n, v]));
   e.req_fields = null; // the bytes as received hold the token
 }
 

@@ -1,0 +1,200 @@
+#!/usr/bin/env bun
+/**
+ * Instructions per request of a proxy's main thread under valgrind's callgrind, for HTTP/2 with bursts of
+ * concurrent streams over one connection (the shape of h2-bench.ts). Unlike CPU time, an instruction count does
+ * not move with the load other processes put on a shared machine (h2-bench's CPU per request swung 2x between
+ * rounds at load average 9-16); GC and JIT tiering still move it by up to ~10% between runs of 1,000 requests,
+ * less over more requests: compare runs of a few thousand requests, and repeat.
+ *
+ * The proxy runs under `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes`; instrumentation is
+ * switched on (callgrind_control) only after the warm-up, for the measured requests; the origin (node:http2, 1 KiB
+ * bodies) and this client run natively.
+ *
+ *   bun bench/h2-callgrind.ts [--dir CHECKOUT] [--requests 2000] [--warmup 3000] [--streams 100]
+ *                             [--no-capture] [--relay] [--jitdump] [--keep]
+ *     --dir       the tapwire checkout to measure (default: this one)
+ *     --relay     measure bench/peers/bun-h2-relay.ts --batched instead of tapwire (the floor for a Bun h2 relay)
+ *     --jitdump   also write JSC's jitdump (BUN_JSC_useJITDump) next to the callgrind files, to name JIT code
+ *     --keep      keep the callgrind files (their directory is printed) for callgrind_annotate
+ * Needs valgrind (apt-get install -y valgrind). Under callgrind the proxy handles ~10-20 requests a second: 2,000
+ * requests take 3-6 minutes. Only the main thread's figure is comparable with production: at that rate the capture
+ * writer commits tiny batches and the JIT threads run longer than they would.
+ */
+import http2 from "node:http2";
+import net from "node:net";
+import tls from "node:tls";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { generateCA } from "../src/core/tls/ca.ts";
+import { LeafCertCache } from "../src/core/tls/leaf.ts";
+
+const { values: opt } = parseArgs({
+  options: {
+    dir: { type: "string", default: join(import.meta.dir, "..") },
+    requests: { type: "string", default: "2000" },
+    warmup: { type: "string", default: "3000" },
+    streams: { type: "string", default: "100" },
+    "no-capture": { type: "boolean", default: false },
+    relay: { type: "boolean", default: false },
+    jitdump: { type: "boolean", default: false },
+    keep: { type: "boolean", default: false },
+  },
+});
+const N = Number(opt.streams);
+const BURSTS = Math.max(1, Math.round(Number(opt.requests) / N));
+const WARM = Math.max(1, Math.round(Number(opt.warmup) / N));
+const BUN = process.execPath;
+const TMP = mkdtempSync(join(tmpdir(), "tapwire-h2-callgrind-"));
+const OUT = join(TMP, "callgrind");
+mkdirSync(OUT);
+const kids: ReturnType<typeof Bun.spawn>[] = [];
+const log = (s: string) => console.error(`[h2-callgrind] ${s}`);
+process.on("exit", () => {
+  for (const k of kids) {
+    try {
+      k.kill("SIGINT");
+    } catch {}
+  }
+  if (!opt.keep) rmSync(TMP, { recursive: true, force: true });
+});
+if (Bun.spawnSync(["which", "callgrind_control"]).exitCode !== 0) {
+  console.error("valgrind is not installed (apt-get install -y valgrind)");
+  process.exit(2);
+}
+
+const ca = generateCA();
+const leaf = new LeafCertCache(ca).get("localhost");
+const caFile = join(TMP, "ca.pem");
+writeFileSync(caFile, ca.certPem);
+writeFileSync(join(TMP, "cert.pem"), leaf.cert);
+writeFileSync(join(TMP, "key.pem"), leaf.key);
+writeFileSync(
+  join(TMP, "origin.ts"),
+  `import http2 from "node:http2";
+import { readFileSync } from "node:fs";
+const body = Buffer.alloc(1024, 120);
+const srv = http2.createSecureServer({ cert: readFileSync(${JSON.stringify(join(TMP, "cert.pem"))}), key: readFileSync(${JSON.stringify(join(TMP, "key.pem"))}), settings: { maxConcurrentStreams: 1000 } });
+srv.on("stream", (s) => { s.on("error", () => {}); s.respond({ ":status": 200, "content-type": "text/plain", "content-length": "1024" }); s.end(body); });
+srv.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: srv.address().port })));
+`,
+);
+
+async function firstLine(child: ReturnType<typeof Bun.spawn>, re: RegExp): Promise<string> {
+  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = "";
+  while (!re.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the process exited before it was ready");
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return text;
+}
+
+const origin = Bun.spawn([BUN, join(TMP, "origin.ts")], { stdout: "pipe", stderr: "inherit" });
+kids.push(origin);
+const originPort = JSON.parse(await firstLine(origin, /\n/)).port as number;
+
+const valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes", `--callgrind-out-file=${OUT}/cg.%p`];
+const env = { ...process.env, ...(opt.jitdump ? { BUN_JSC_useJITDump: "true", BUN_JSC_jitDumpDirectory: OUT } : {}) };
+let proxy: { pid: number; port: number; caPem: string; relay: boolean };
+if (opt.relay) {
+  const c = Bun.spawn([...valgrind, BUN, join(opt.dir!, "bench/peers/bun-h2-relay.ts"), String(originPort), join(TMP, "cert.pem"), join(TMP, "key.pem"), caFile, "--batched"], { stdout: "pipe", stderr: "ignore", env });
+  kids.push(c);
+  const port = Number(/PORT (\d+)/.exec(await firstLine(c, /PORT \d+\n/))![1]);
+  proxy = { pid: c.pid, port, caPem: ca.certPem, relay: true };
+} else {
+  const dataDir = join(TMP, "data");
+  const c = Bun.spawn([...valgrind, BUN, join(opt.dir!, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", caFile], { stdout: "ignore", stderr: "ignore", env });
+  kids.push(c);
+  const hsFile = join(dataDir, "api-handshake.json");
+  let hs: { proxy_port: number | null; port: number; token: string } | null = null;
+  while (hs === null) {
+    await Bun.sleep(200);
+    if (c.exitCode !== null) throw new Error("tapwire exited under valgrind");
+    try {
+      const j = JSON.parse(readFileSync(hsFile, "utf8"));
+      if (j.proxy_port) hs = j;
+    } catch {}
+  }
+  if (opt["no-capture"]) {
+    const r = await fetch(`http://127.0.0.1:${hs.port}/api/v1/capture/stop`, { method: "POST", headers: { authorization: `Bearer ${hs.token}` } });
+    if (r.status !== 204) throw new Error(`capture/stop: ${r.status}`);
+  }
+  proxy = { pid: c.pid, port: hs.proxy_port!, caPem: readFileSync(join(dataDir, "ca.pem"), "utf8"), relay: false };
+}
+log(`${opt.relay ? "relay" : "tapwire"} under callgrind (pid ${proxy.pid}), origin on ${originPort}`);
+
+async function connect(): Promise<http2.ClientHttp2Session> {
+  let t: tls.TLSSocket;
+  if (proxy.relay) t = tls.connect({ host: "127.0.0.1", port: proxy.port, servername: "localhost", ca: proxy.caPem, ALPNProtocols: ["h2"] });
+  else {
+    const raw = net.connect(proxy.port, "127.0.0.1");
+    await new Promise((r) => raw.once("connect", r));
+    raw.write(`CONNECT localhost:${originPort} HTTP/1.1\r\nHost: localhost:${originPort}\r\n\r\n`);
+    await new Promise<void>((res, rej) => {
+      let got = "";
+      const on = (d: Buffer) => {
+        got += d.toString("latin1");
+        if (!got.includes("\r\n\r\n")) return;
+        raw.off("data", on);
+        if (/^HTTP\/1\.[01] 200/.test(got)) res();
+        else rej(new Error(`CONNECT refused: ${got.split("\r\n")[0]}`));
+      };
+      raw.on("data", on);
+    });
+    t = tls.connect({ socket: raw, servername: "localhost", ca: proxy.caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
+  }
+  await new Promise((r) => t.once("secureConnect", r));
+  const s = http2.connect(`https://localhost:${originPort}`, { createConnection: () => t });
+  s.on("error", () => {});
+  return s;
+}
+const one = (s: http2.ClientHttp2Session) =>
+  new Promise<boolean>((res) => {
+    const q = s.request({ ":method": "GET", ":path": "/1k" });
+    let n = 0;
+    q.on("data", (c: Buffer) => (n += c.length));
+    q.on("end", () => res(n === 1024));
+    q.on("error", () => res(false));
+    q.end();
+  });
+const burst = async (s: http2.ClientHttp2Session) => (await Promise.all(Array.from({ length: N }, () => one(s)))).filter(Boolean).length;
+
+const session = await connect();
+log(`warm-up: ${WARM} bursts of ${N}...`);
+for (let i = 0; i < WARM; i++) await burst(session);
+await Bun.sleep(1000);
+const ctl = (...a: string[]) => Bun.spawnSync(["callgrind_control", ...a, String(proxy.pid)]);
+ctl("-z");
+ctl("-i", "on");
+log(`measuring: ${BURSTS} bursts of ${N}...`);
+let ok = 0;
+const t0 = performance.now();
+for (let i = 0; i < BURSTS; i++) ok += await burst(session);
+const secs = (performance.now() - t0) / 1000;
+ctl("-i", "off");
+ctl("-d", "measured");
+await Bun.sleep(1000);
+
+/** Instructions per thread from the dump of the measured window (one file per thread). */
+const perThread: { thread: string; ir: number }[] = [];
+for (const f of readdirSync(OUT)) {
+  const m = /^cg\.\d+\.1-(\d+)$/.exec(f);
+  if (!m) continue;
+  const text = Bun.spawnSync(["callgrind_annotate", join(OUT, f)]).stdout.toString();
+  const line = text.split("\n").find((l) => l.includes("PROGRAM TOTALS"));
+  const ir = line ? Number(line.trim().split(/\s+/)[0]!.replace(/,/g, "")) : NaN;
+  if (Number.isFinite(ir) && ir > 0) perThread.push({ thread: m[1]!, ir });
+}
+perThread.sort((a, b) => Number(a.thread) - Number(b.thread));
+const main = perThread.find((t) => t.thread === "01");
+console.log(`\n${opt.relay ? "relay-batched" : `tapwire (${opt.dir})${opt["no-capture"] ? ", capture stopped" : ", capturing"}`}: ${ok} requests in ${secs.toFixed(1)} s under callgrind`);
+console.log(`main thread: ${main ? (main.ir / ok / 1000).toFixed(1) : "?"}k instructions per request`);
+console.log(`every thread (JIT compiler, GC helpers and the capture writer included, not comparable with production): ${(perThread.reduce((s, t) => s + t.ir, 0) / ok / 1000).toFixed(1)}k`);
+for (const t of perThread) console.log(`  thread ${t.thread}: ${(t.ir / ok / 1000).toFixed(1)}k`);
+if (opt.keep) console.log(`callgrind files (and jitdump with --jitdump): ${OUT}`);
+if (!existsSync(OUT)) process.exit(1);
+process.exit(0);
