@@ -71,6 +71,17 @@ export class BodyCapture {
     this.chunks.push(copy);
     this.kept += take;
   }
+  /**
+   * add(buf.subarray(at)) without the copy when all of it is kept: only for a socket read (Bun hands out a new
+   * buffer per read) that nothing writes to or releases afterwards; the view keeps that read alive with the flow.
+   */
+  addRead(buf: Uint8Array, at: number): void {
+    const n = buf.length - at;
+    if (n === 0 || this.kept + n > this.limit) return this.add(buf.subarray(at));
+    this.size += n;
+    this.chunks.push(at === 0 ? buf : buf.subarray(at));
+    this.kept += n;
+  }
   bytes(): Uint8Array | null {
     if (this.size === 0) return null;
     if (this.chunks.length === 1) return this.chunks[0]!;

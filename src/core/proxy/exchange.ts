@@ -707,8 +707,11 @@ export abstract class Exchange implements UpstreamOwner {
       }
       if (!parsed) return;
       const head = parsed.head;
-      this.resBuf = parsed.end === this.resBuf.length ? EMPTY : this.resBuf.subarray(parsed.end);
+      // the bytes after the head: their view is made only when needed (see sendWholeReadAsReceived)
+      const buf = this.resBuf;
+      const end = parsed.end;
       if (head.status >= 100 && head.status < 200 && head.status !== 101) {
+        this.resBuf = end === buf.length ? EMPTY : buf.subarray(end);
         // interim response (100 Continue, 103 Early Hints): pass it on and read the final one
         if (++this.interim > MAX_INTERIM) {
           flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
@@ -719,6 +722,7 @@ export abstract class Exchange implements UpstreamOwner {
         }
         continue;
       }
+      this.resBuf = EMPTY; // what follows the head is set below, once the header hooks have run
       if (head.status === 407 && this.upstream !== null && this.upstream.proxyForm !== null) {
         // the parent proxy wants (other) credentials: that is tapwire's problem, not a question for the client
         flow.error = this.upstream.proxyForm.refusal(head.reason);
@@ -734,14 +738,28 @@ export abstract class Exchange implements UpstreamOwner {
       this.resFraming = framing;
       this.resHead = head;
       flow.resRaw = head.raw ?? null;
-      this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
+      this.resDecoder = null; // made below, when the body is read (the whole-read path needs none)
       flow.response = { status: head.status, reason: head.reason, version: head.version, headers: head.headers, body: null };
       const keepAlive = (head.present ?? -1) & F_CONNECTION ? wantsKeepAlive(head.version, head.headers) : head.version === "HTTP/1.1";
       if (!keepAlive) this.upstreamReusable = false;
       this.resState = "hooks";
-      this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
+      const r = this.ctx.pipeline.run("responseHeaders", flow);
+      // the common small response (hooks done at once, head and whole body in this read): see sendWholeReadAsReceived
+      if (r === undefined && end < buf.length && this.sendWholeReadAsReceived(flow, buf, end)) return;
+      this.resBuf = end === buf.length ? EMPTY : buf.subarray(end);
+      this.resDecoder = framing.kind === "chunked" ? new ChunkedDecoder() : framing.kind === "length" && framing.length > 0 ? new LengthDecoder(framing.length) : null;
+      this.after(r, () => this.afterResponseHeaders(flow));
       return;
     }
+  }
+
+  /**
+   * Right after the response header hooks ran synchronously, when `buf` (one read) holds the head and, from `at`
+   * on, more bytes: send head and body as that read if it is the whole response and nothing needs rewriting, and
+   * end the exchange. False (nothing done) otherwise; the usual path then takes the bytes from `at` on.
+   */
+  protected sendWholeReadAsReceived(_flow: Flow, _buf: Uint8Array, _at: number): boolean {
+    return false;
   }
 
   protected afterResponseHeaders(flow: Flow): void {

@@ -540,6 +540,29 @@ export class HttpSession extends Exchange {
     return true;
   }
 
+  /**
+   * The same for a response whose header hooks ran synchronously: head and body are `buf` (the upstream's read,
+   * body from `at`), and the capture keeps a view of the body in it rather than a copy: Bun hands out a new buffer
+   * per read, and this one is only written to the client from here on (never released, see Endpoint.release).
+   */
+  protected override sendWholeReadAsReceived(flow: Flow, buf: Uint8Array, at: number): boolean {
+    const f = this.resFraming;
+    const n = buf.length - at;
+    if (f.kind !== "length" || n !== f.length || this.flow !== flow || this.mode === "closed" || flow.bufferResponse) return false;
+    const raw = this.responseHeadAsReceived(flow);
+    if (raw === null || raw.buf !== buf || raw.end !== at) return false;
+    this.ep.throttle = flow.throttleDown;
+    this.resChunkedOut = false;
+    this.resHeadSent = true;
+    this.resState = "body";
+    this.resDecoder = null;
+    this.resBytes += n;
+    if (flow.capture) flow.resBody.addRead(buf, at);
+    this.resumeUpstream();
+    this.responseComplete(flow, raw.start === 0 ? buf : buf.subarray(raw.start));
+    return true;
+  }
+
   protected maybeFinish(): void {
     if (this.resState !== "done" || this.mode !== "http") return;
     if (this.reqState !== "done") {
