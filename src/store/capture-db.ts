@@ -38,8 +38,11 @@ import { STORED_BODIES_KEY, type HeaderList, type StoredBodies } from "./types.t
  *    rewrite of the rows); its bodies stay uncompressed.
  * 4: header lists may be packed BLOBs (details.req_headers / res_headers, header-pack.ts) beside the JSON text of
  *    earlier rows, which stays as it is (readers take both: nothing to migrate); a new file has 16 KiB pages.
+ * 5: entries.host is '' when it equals host_lc (readers take host_lc then: ENTRY_HOST in capture-query.ts); header
+ *    lists may be packed with coded values (header-pack.ts V2); bodies are compressed from 512 bytes (was 1 KiB).
+ *    Earlier rows stay as they are (readers take both: nothing to migrate).
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 type Param = string | number | null | Uint8Array;
 
@@ -264,6 +267,7 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
   if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
   const u = str(url, "url");
   const h = str(host, "host");
+  const hl = h.toLowerCase();
   return {
     id: num(id, "id"),
     entry: [
@@ -271,8 +275,9 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
       Math.round(num(ts, "timestamp")),
       method, // NOT NULL in SQLite: a missing method is refused there
       u,
-      h,
-      h.toLowerCase(),
+      // schema 5: '' when the host is its lower-cased form (nearly always): readers take host_lc then
+      h === hl ? "" : h,
+      hl,
       urlPath(u),
       Math.trunc(num(status, "status_code")),
       ct ?? "",

@@ -125,8 +125,12 @@ const RESERVED_DETAIL_KEYS = new Set([
   "req_body_decoded_from", "res_body_decoded_from",
 ]);
 
+/** entries.host: '' when it is host_lc (schema 5, capture-db.ts). */
+const ENTRY_HOST = (t: string) => `CASE WHEN ${t}host = '' THEN ${t}host_lc ELSE ${t}host END AS host`;
+
 const SUMMARY_COLUMNS =
-  "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error, " +
+  `id, method, url, ${ENTRY_HOST("")}, status_code, ` +
+  "content_type, duration_ms, timestamp, client_addr, has_response, error, " +
   // extension res_body_size (the web UI's size column): one primary-key look-up per listed row
   "(SELECT res_size FROM bodies WHERE bodies.id = entries.id) AS res_size";
 
@@ -654,7 +658,7 @@ export class CaptureQuery {
   }
 }
 
-const DETAIL_SELECT = `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
+const DETAIL_SELECT = `SELECT e.id, e.method, e.url, ${ENTRY_HOST("e.")}, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
   e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
   b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from, b.req_z,
   b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from, b.res_z
