@@ -286,7 +286,7 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
       hasResponse ? 1 : 0,
       error ?? null,
     ],
-    detail: [id, packHeaders(reqHeaders), packHeaders(resHeaders), extra],
+    detail: [id, packHeaders(reqHeaders, h), packHeaders(resHeaders, h), extra],
     body: [
       id,
       reqPacked.value,

@@ -150,9 +150,9 @@ export function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
 }
 
-/** A stored header list: JSON text, or packed bytes (schema 4, header-pack.ts). */
-function parseHeaders(stored: string | Uint8Array | null): HeaderList {
-  return storedHeaders(stored);
+/** A stored header list: JSON text, or packed bytes (schema 4, header-pack.ts; schema 5 with the entry's host). */
+function parseHeaders(stored: string | Uint8Array | null, host: string): HeaderList {
+  return storedHeaders(stored, host);
 }
 
 
@@ -676,9 +676,9 @@ export function toDetail(row: DetailRow): EntryDetail {
   }
   const detail: EntryDetail = {
     ...toSummary(row),
-    req_headers: parseHeaders(row.req_headers),
+    req_headers: parseHeaders(row.req_headers, row.host),
     req_body: unpackForApi(row.req_body, row.req_z, row.req_encoding),
-    res_headers: parseHeaders(row.res_headers),
+    res_headers: parseHeaders(row.res_headers, row.host),
     res_body: unpackForApi(row.res_body, row.res_z, row.res_encoding),
     req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
     res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",

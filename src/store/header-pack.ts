@@ -8,7 +8,8 @@
  * - PACK_V2 (schema 5): a name code with its high bit set (code | 0x80) says the value is not written out but
  *   coded: varint k, then for k = 0 (an HTTP date, IMF-fixdate, that Date's toUTCString() gives back exactly) a
  *   varint of its seconds since 1970; for k = 1 (a decimal integer written the way String(n) writes it, below 10^9)
- *   a varint of n; for k >= 2 the frequent value VALUES[k - 2]. Measured on the store benches' mix: details 160 ->
+ *   a varint of n; for k = 2 the entry's host (the value of a Host header, nearly always: the reader passes the
+ *   entry's host); for k >= 3 the frequent value VALUES[k - 3]. Measured on the store benches' mix: details 160 ->
  *   86 bytes per entry (Date 30 -> 6 bytes, Content-Type, Accept, Accept-Encoding, Cache-Control, Server, the
  *   Content-Length digits). A V1 list (schema 4) has no such codes; both are read.
  *
@@ -27,7 +28,8 @@ const PACK_V2 = 2;
 const CODED = 0x80;
 const K_DATE = 0;
 const K_NUMBER = 1;
-const K_VALUES = 2;
+const K_HOST = 2;
+const K_VALUES = 3;
 
 /** The HTTP/2 static table's header names (RFC 7541, appendix A), then other frequent ones. Append only. */
 const NAMES = [
@@ -68,7 +70,8 @@ if (K_VALUES + VALUES.length > 128) throw new Error("header-pack: too many value
 
 /** A value as one coded varint or two (V2), or -1 when it is written out. Sets codedArg for K_DATE / K_NUMBER. */
 let codedArg = 0;
-function valueCode(v: string): number {
+function valueCode(v: string, host: string | undefined): number {
+  if (v === host && v !== "") return K_HOST;
   const k = VALUE_CODE.get(v);
   if (k !== undefined) return k;
   const n = v.length;
@@ -124,7 +127,7 @@ function writeStr(b: Buffer, at: number, s: string): number {
 }
 
 /** What to store for a header list: packed bytes, or JSON text when a string is not well-formed. */
-export function packHeaders(list: HeaderList): Uint8Array | string {
+export function packHeaders(list: HeaderList, host?: string): Uint8Array | string {
   // room: a code, two varints (at most 5 bytes each) and 3 bytes per UTF-16 unit of each string
   let room = 1;
   for (let i = 0; i < list.length; i++) {
@@ -139,7 +142,7 @@ export function packHeaders(list: HeaderList): Uint8Array | string {
   for (let i = 0; i < list.length; i++) {
     const [name, value] = list[i]!;
     const code = CODE.get(name) ?? 0;
-    const k = valueCode(value);
+    const k = valueCode(value, host);
     b[at] = k < 0 ? code : code | CODED;
     if (code === 0) at = writeStr(b, at + 1, name);
     else at++;
@@ -147,7 +150,7 @@ export function packHeaders(list: HeaderList): Uint8Array | string {
       at = writeStr(b, at, value);
     } else {
       at = varint(b, at, k);
-      if (k < K_VALUES) at = varint(b, at, codedArg);
+      if (k === K_DATE || k === K_NUMBER) at = varint(b, at, codedArg);
     }
   }
   return new Uint8Array(b.subarray(0, at));
@@ -174,8 +177,12 @@ function readStr(buf: Buffer, r: { at: number }): string {
 }
 
 /** A coded value (V2) read back. */
-function readCoded(buf: Buffer, r: { at: number }): string {
+function readCoded(buf: Buffer, r: { at: number }, host: string | undefined): string {
   const k = readVarint(buf, r);
+  if (k === K_HOST) {
+    if (host === undefined) throw new RangeError("a header list naming the entry's host read without it");
+    return host;
+  }
   if (k === K_DATE) return new Date(readVarint(buf, r) * 1000).toUTCString();
   if (k === K_NUMBER) return String(readVarint(buf, r));
   const v = VALUES[k - K_VALUES];
@@ -184,7 +191,7 @@ function readCoded(buf: Buffer, r: { at: number }): string {
 }
 
 /** A packed header list read back; throws on bytes that are not one (the caller decides what a damaged one gives). */
-export function unpackHeaders(bytes: Uint8Array): HeaderList {
+export function unpackHeaders(bytes: Uint8Array, host?: string): HeaderList {
   if (bytes.length === 0 || (bytes[0] !== PACK_V1 && bytes[0] !== PACK_V2)) throw new RangeError("not a packed header list");
   const v2 = bytes[0] === PACK_V2;
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -198,16 +205,16 @@ export function unpackHeaders(bytes: Uint8Array): HeaderList {
     if (code === 0) name = readStr(buf, r);
     else if (code < NAME_OF.length) name = NAME_OF[code]!;
     else throw new RangeError(`unknown header name code ${code}`);
-    out.push([name, coded ? readCoded(buf, r) : readStr(buf, r)]);
+    out.push([name, coded ? readCoded(buf, r, host) : readStr(buf, r)]);
   }
   return out;
 }
 
 /** A stored header list (packed bytes, or JSON text as earlier versions wrote it) read back; [] when unreadable. */
-export function storedHeaders(v: string | Uint8Array | null): HeaderList {
+export function storedHeaders(v: string | Uint8Array | null, host?: string): HeaderList {
   if (v === null) return [];
   try {
-    if (typeof v !== "string") return unpackHeaders(v);
+    if (typeof v !== "string") return unpackHeaders(v, host);
     const list = JSON.parse(v);
     return Array.isArray(list) ? (list as HeaderList) : [];
   } catch {

@@ -57,6 +57,19 @@ describe("packHeaders / unpackHeaders", () => {
     expect(unpackHeaders(packed)).toEqual(list);
   });
 
+  test("a value that is the entry's host is coded; read back with the host, [] without it", () => {
+    const list: HeaderList = [["Host", "Api.Example.com"], ["X-Forwarded-Host", "Api.Example.com"], ["X-Other", "api.example.com"]];
+    const packed = packHeaders(list, "Api.Example.com") as Uint8Array;
+    // version; Host 2; X-Forwarded-Host (name written out) 1 + 1 + 16 + 1; X-Other written out
+    expect(packed.length).toBe(1 + 2 + 19 + (1 + 1 + 7 + 1 + 15));
+    expect(unpackHeaders(packed, "Api.Example.com")).toEqual(list);
+    expect(storedHeaders(packed, "Api.Example.com")).toEqual(list);
+    expect(() => unpackHeaders(packed)).toThrow();
+    expect(storedHeaders(packed)).toEqual([]);
+    // an empty host is never coded
+    expect(unpackHeaders(packHeaders([["Host", ""]], "") as Uint8Array)).toEqual([["Host", ""]]);
+  });
+
   test("lists packed by schema 4 (V1: every value written out) still read", () => {
     // V1: version 1, then code 17 + 2*... : Content-Type (capitalised) is 2 + 2*16 = 34, Date 2 + 2*18 = 38
     const v1 = Uint8Array.of(1, 34, 3, 0x61, 0x2f, 0x62, 38, 1, 0x78);
