@@ -10,8 +10,8 @@
  *   varint of its seconds since 1970; for k = 1 (a decimal integer written the way String(n) writes it, below 10^9)
  *   a varint of n; for k = 2 the entry's host (the value of a Host header, nearly always: the reader passes the
  *   entry's host); for k >= 3 the frequent value VALUES[k - 3]. Measured on the store benches' mix: details 160 ->
- *   86 bytes per entry (Date 30 -> 6 bytes, Content-Type, Accept, Accept-Encoding, Cache-Control, Server, the
- *   Content-Length digits). A V1 list (schema 4) has no such codes; both are read.
+ *   70 bytes per entry (Date 30 -> 7 bytes, Host, Content-Type, Accept, Accept-Encoding, Cache-Control, Server,
+ *   the Content-Length digits). A V1 list (schema 4) has no such codes; both are read.
  *
  * - Name codes: 0 the name follows; 1 + 2i NAMES[i] as written there (lower case, as HTTP/2 sends it); 2 + 2i the
  *   same name in the case HTTP/1 clients write it (each dash-separated word capitalised: Content-Type). Any other
@@ -47,7 +47,7 @@ const NAMES = [
 
 /**
  * Frequent header values (the HTTP/2 static table's values, RFC 7541 appendix A, and other common ones), kept as
- * one byte each. Append only: stored lists depend on every index. At most 126 (a one-byte varint with K_VALUES).
+ * one byte each. Append only: stored lists depend on every index. At most 125 (K_VALUES + index: a one-byte varint).
  */
 const VALUES = [
   "gzip, deflate", "200", "204", "206", "304", "400", "404", "500", "/", "/index.html", "http", "https",
