@@ -15,7 +15,7 @@ export const Z_NONE = 0;
 export const Z_ZSTD = 1;
 
 /** Bodies shorter than this (in bytes) are stored as they are: small ones barely shrink, and stay searchable by SQL. */
-export const COMPRESS_MIN_BYTES = 1024;
+export const COMPRESS_MIN_BYTES = 256;
 
 const ZSTD_LEVEL = 3;
 

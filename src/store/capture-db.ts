@@ -38,8 +38,12 @@ import { STORED_BODIES_KEY, type HeaderList, type StoredBodies } from "./types.t
  *    rewrite of the rows); its bodies stay uncompressed.
  * 4: header lists may be packed BLOBs (details.req_headers / res_headers, header-pack.ts) beside the JSON text of
  *    earlier rows, which stays as it is (readers take both: nothing to migrate); a new file has 16 KiB pages.
+ * 5: entries.host is '' when it equals host_lc (readers take host_lc then: ENTRY_HOST in capture-query.ts); header
+ *    lists may be packed with coded values (header-pack.ts V2); bodies are compressed from 256 bytes (was 1 KiB); a
+ *    new file indexes the time filter with entries_time (timestamp) instead of the covering entries_timestamp.
+ *    Earlier rows stay as they are (readers take both: nothing to migrate).
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 type Param = string | number | null | Uint8Array;
 
@@ -264,6 +268,7 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
   if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
   const u = str(url, "url");
   const h = str(host, "host");
+  const hl = h.toLowerCase();
   return {
     id: num(id, "id"),
     entry: [
@@ -271,8 +276,9 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
       Math.round(num(ts, "timestamp")),
       method, // NOT NULL in SQLite: a missing method is refused there
       u,
-      h,
-      h.toLowerCase(),
+      // schema 5: '' when the host is its lower-cased form (nearly always): readers take host_lc then
+      h === hl ? "" : h,
+      hl,
       urlPath(u),
       Math.trunc(num(status, "status_code")),
       ct ?? "",
@@ -281,7 +287,7 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
       hasResponse ? 1 : 0,
       error ?? null,
     ],
-    detail: [id, packHeaders(reqHeaders), packHeaders(resHeaders), extra],
+    detail: [id, packHeaders(reqHeaders, h), packHeaders(resHeaders, h), extra],
     body: [
       id,
       reqPacked.value,
@@ -547,7 +553,11 @@ export class CaptureWriter {
         "CREATE INDEX IF NOT EXISTS entries_method ON entries (method COLLATE NOCASE, status_code, host_lc, path, timestamp)",
       );
       db.run("CREATE INDEX IF NOT EXISTS entries_status ON entries (status_code, host_lc, path, timestamp)");
-      db.run("CREATE INDEX IF NOT EXISTS entries_timestamp ON entries (timestamp, status_code, host_lc, path, method)");
+      // the time filter (since): the timestamp alone (schema 5), 62 -> ~20 bytes per entry. Combined with a host,
+      // method or status filter, SQLite evaluates it on those indexes, which end with the timestamp. A file from
+      // schema 4 or earlier keeps its covering entries_timestamp (timestamp, status_code, host_lc, path, method).
+      const hasWideTimeIndex = db.query("SELECT 1 AS x FROM sqlite_master WHERE type = 'index' AND name = 'entries_timestamp'").get() !== null;
+      if (!hasWideTimeIndex) db.run("CREATE INDEX IF NOT EXISTS entries_time ON entries (timestamp)");
       // body: TEXT when encoding is utf8, BLOB (raw bytes, served as base64) when base64
       db.run(`CREATE TABLE IF NOT EXISTS bodies (
         id INTEGER PRIMARY KEY,

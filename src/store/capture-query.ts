@@ -125,8 +125,12 @@ const RESERVED_DETAIL_KEYS = new Set([
   "req_body_decoded_from", "res_body_decoded_from",
 ]);
 
+/** entries.host: '' when it is host_lc (schema 5, capture-db.ts). */
+const ENTRY_HOST = (t: string) => `CASE WHEN ${t}host = '' THEN ${t}host_lc ELSE ${t}host END AS host`;
+
 const SUMMARY_COLUMNS =
-  "id, method, url, host, status_code, content_type, duration_ms, timestamp, client_addr, has_response, error, " +
+  `id, method, url, ${ENTRY_HOST("")}, status_code, ` +
+  "content_type, duration_ms, timestamp, client_addr, has_response, error, " +
   // extension res_body_size (the web UI's size column): one primary-key look-up per listed row
   "(SELECT res_size FROM bodies WHERE bodies.id = entries.id) AS res_size";
 
@@ -146,9 +150,9 @@ export function finiteOrUndefined(n: number | undefined): number | undefined {
   return typeof n === "number" && Number.isFinite(n) ? n : undefined;
 }
 
-/** A stored header list: JSON text, or packed bytes (schema 4, header-pack.ts). */
-function parseHeaders(stored: string | Uint8Array | null): HeaderList {
-  return storedHeaders(stored);
+/** A stored header list: JSON text, or packed bytes (schema 4, header-pack.ts; schema 5 with the entry's host). */
+function parseHeaders(stored: string | Uint8Array | null, host: string): HeaderList {
+  return storedHeaders(stored, host);
 }
 
 
@@ -654,7 +658,7 @@ export class CaptureQuery {
   }
 }
 
-const DETAIL_SELECT = `SELECT e.id, e.method, e.url, e.host, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
+const DETAIL_SELECT = `SELECT e.id, e.method, e.url, ${ENTRY_HOST("e.")}, e.status_code, e.content_type, e.duration_ms, e.timestamp, e.client_addr,
   e.has_response, e.error, d.extra, d.req_headers, d.res_headers,
   b.req_body, b.req_encoding, b.req_size, b.req_truncated, b.req_decoded_from, b.req_z,
   b.res_body, b.res_encoding, b.res_size, b.res_truncated, b.res_decoded_from, b.res_z
@@ -672,9 +676,9 @@ export function toDetail(row: DetailRow): EntryDetail {
   }
   const detail: EntryDetail = {
     ...toSummary(row),
-    req_headers: parseHeaders(row.req_headers),
+    req_headers: parseHeaders(row.req_headers, row.host),
     req_body: unpackForApi(row.req_body, row.req_z, row.req_encoding),
-    res_headers: parseHeaders(row.res_headers),
+    res_headers: parseHeaders(row.res_headers, row.host),
     res_body: unpackForApi(row.res_body, row.res_z, row.res_encoding),
     req_body_encoding: row.req_encoding === "base64" ? "base64" : "utf8",
     res_body_encoding: row.res_encoding === "base64" ? "base64" : "utf8",
