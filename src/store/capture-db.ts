@@ -523,6 +523,13 @@ export class CaptureWriter {
     tuneConnection(db, "writer");
     db.transaction(() => {
       db.run(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID`);
+      // a file written by a newer tapwire is refused, not misread (its rows may be coded in ways this build does not
+      // know); the transaction rolls back, so nothing in it changes
+      const written = (db.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number } | null)?.value;
+      if (written !== undefined && written > SCHEMA_VERSION) {
+        const msg = `capture store ${this.path} was written by a newer tapwire (schema ${written}; this build reads schemas up to ${SCHEMA_VERSION}): start that version, or use another --data-dir`;
+        throw Object.assign(new Error(msg), { code: "TAPWIRE_NEWER_SCHEMA" });
+      }
       db.run(`CREATE TABLE IF NOT EXISTS entries (
         id INTEGER PRIMARY KEY,
         timestamp INTEGER NOT NULL,

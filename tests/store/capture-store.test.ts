@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, jest, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import * as zlib from "node:zlib";
 import { decodeBody, MAX_DECODED_BYTES } from "../../src/store/body-decode.ts";
 import { ftsTable, SCHEMA_VERSION } from "../../src/store/capture-db.ts";
@@ -1155,6 +1155,33 @@ describe("eviction", () => {
       expect({ q, ids: got.items.map((x) => x.id) }).toEqual({ q, ids: exp.slice(0, 500) });
     }
     expect(index().rows).toBe(2000);
+  });
+
+  test("a database written by a newer schema is refused with a clear error, and left as it was", async () => {
+    const path = join(tempDir(), "newer.db");
+    const s = await mkStore(path);
+    s.add(entry(withResBody("kept by the newer version")));
+    await s.close();
+    const db = new Database(path);
+    db.run(`UPDATE meta SET value = ${SCHEMA_VERSION + 1} WHERE key = 'schema_version'`);
+    db.close();
+    const before = readFileSync(path);
+    let error: Error | null = null;
+    try {
+      await mkStore(path);
+    } catch (e) {
+      error = e as Error;
+    }
+    expect(error?.message).toContain(`written by a newer tapwire (schema ${SCHEMA_VERSION + 1}; this build reads schemas up to ${SCHEMA_VERSION})`);
+    expect(readdirSync(dirname(path)).filter((f) => f.includes("corrupt"))).toEqual([]); // not taken for damage
+    const check = new Database(path, { readonly: true });
+    try {
+      expect((check.query("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: number }).value).toBe(SCHEMA_VERSION + 1);
+      expect((check.query("SELECT COUNT(*) AS n FROM entries").get() as { n: number }).n).toBe(1);
+    } finally {
+      check.close();
+    }
+    expect(readFileSync(path).length).toBe(before.length);
   });
 
   test("a database from before the lazy index keeps its index (generation 0) until its entries are evicted", async () => {
