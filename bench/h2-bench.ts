@@ -20,13 +20,11 @@
  */
 import http2 from "node:http2";
 import net from "node:net";
-import tls from "node:tls";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { generateCA } from "../src/core/tls/ca.ts";
-import { LeafCertCache } from "../src/core/tls/leaf.ts";
+import { connectTls, type Via, writeH2Origin } from "./h2-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -91,26 +89,11 @@ async function portOpen(port: number): Promise<boolean> {
 
 // ------------------------------------------------------------------------------------------------ origin
 
-const ca = generateCA();
-const leaf = new LeafCertCache(ca).get("localhost");
-const originCaFile = join(TMP, "origin-ca.pem");
-writeFileSync(originCaFile, ca.certPem);
-writeFileSync(join(TMP, "cert.pem"), leaf.cert);
-writeFileSync(join(TMP, "key.pem"), leaf.key);
-writeFileSync(
-  join(TMP, "origin.ts"),
-  `import http2 from "node:http2";
-import { readFileSync } from "node:fs";
-const body = Buffer.alloc(1024, 120);
-const srv = http2.createSecureServer({ cert: readFileSync(${JSON.stringify(join(TMP, "cert.pem"))}), key: readFileSync(${JSON.stringify(join(TMP, "key.pem"))}), settings: { maxConcurrentStreams: 1000 } });
-srv.on("stream", (s) => { s.on("error", () => {}); s.respond({ ":status": 200, "content-type": "text/plain", "content-length": "1024" }); s.end(body); });
-srv.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: srv.address().port })));
-`,
-);
+const { ca, caFile: originCaFile, script: originScript } = writeH2Origin(TMP, "origin-ca.pem");
 
 let originPid: number | undefined;
 async function startOrigin(): Promise<number> {
-  const child = Bun.spawn([BUN, join(TMP, "origin.ts")], { stdout: "pipe", stderr: "inherit" });
+  const child = Bun.spawn([BUN, originScript], { stdout: "pipe", stderr: "inherit" });
   children.push(child);
   originPid = child.pid;
   const reader = child.stdout.getReader();
@@ -185,37 +168,6 @@ async function startMitmdump(): Promise<{ port: number; caPem: string; version: 
 }
 
 // ------------------------------------------------------------------------------------------------ client
-
-/** How the client reaches the origin: directly, through a proxy's CONNECT, or by TLS to a relay (no CONNECT). */
-type Via = { kind: "direct" } | { kind: "connect"; port: number } | { kind: "relay"; port: number };
-
-/** A TLS socket to the origin: direct, through a proxy's CONNECT, or to a relay; ALPN h2. */
-async function connectTls(originPort: number, caPem: string, via: Via): Promise<tls.TLSSocket> {
-  let socket: net.Socket | undefined;
-  if (via.kind === "connect") {
-    const raw = net.connect(via.port, "127.0.0.1");
-    await new Promise<void>((res, rej) => raw.once("connect", res).once("error", rej));
-    raw.write(`CONNECT localhost:${originPort} HTTP/1.1\r\nHost: localhost:${originPort}\r\n\r\n`);
-    await new Promise<void>((res, rej) => {
-      let got = "";
-      const onData = (d: Buffer) => {
-        got += d.toString("latin1");
-        if (!got.includes("\r\n\r\n")) return;
-        raw.off("data", onData);
-        if (/^HTTP\/1\.[01] 200/.test(got)) res();
-        else rej(new Error(`CONNECT refused: ${got.split("\r\n")[0]}`));
-      };
-      raw.on("data", onData);
-      raw.once("error", rej);
-    });
-    socket = raw;
-  }
-  const port = via.kind === "relay" ? via.port : originPort;
-  const t = tls.connect({ ...(socket ? { socket } : { host: "127.0.0.1", port }), servername: "localhost", ca: caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
-  await new Promise<void>((res, rej) => t.once("secureConnect", res).once("error", rej));
-  if (t.alpnProtocol !== "h2") throw new Error(`ALPN picked ${t.alpnProtocol}, not h2`);
-  return t;
-}
 
 /** CPU seconds (user + system) a process has used so far, from /proc (null where there is no /proc). */
 function cpuSec(pid: number | undefined): number | null {

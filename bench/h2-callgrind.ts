@@ -21,14 +21,11 @@
  * writer commits tiny batches and the JIT threads run longer than they would.
  */
 import http2 from "node:http2";
-import net from "node:net";
-import tls from "node:tls";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { generateCA } from "../src/core/tls/ca.ts";
-import { LeafCertCache } from "../src/core/tls/leaf.ts";
+import { connectTls, writeH2Origin } from "./h2-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -64,22 +61,7 @@ if (Bun.spawnSync(["which", "callgrind_control"]).exitCode !== 0) {
   process.exit(2);
 }
 
-const ca = generateCA();
-const leaf = new LeafCertCache(ca).get("localhost");
-const caFile = join(TMP, "ca.pem");
-writeFileSync(caFile, ca.certPem);
-writeFileSync(join(TMP, "cert.pem"), leaf.cert);
-writeFileSync(join(TMP, "key.pem"), leaf.key);
-writeFileSync(
-  join(TMP, "origin.ts"),
-  `import http2 from "node:http2";
-import { readFileSync } from "node:fs";
-const body = Buffer.alloc(1024, 120);
-const srv = http2.createSecureServer({ cert: readFileSync(${JSON.stringify(join(TMP, "cert.pem"))}), key: readFileSync(${JSON.stringify(join(TMP, "key.pem"))}), settings: { maxConcurrentStreams: 1000 } });
-srv.on("stream", (s) => { s.on("error", () => {}); s.respond({ ":status": 200, "content-type": "text/plain", "content-length": "1024" }); s.end(body); });
-srv.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: srv.address().port })));
-`,
-);
+const { ca, caFile, script: originScript } = writeH2Origin(TMP);
 
 async function firstLine(child: ReturnType<typeof Bun.spawn>, re: RegExp): Promise<string> {
   const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
@@ -93,7 +75,7 @@ async function firstLine(child: ReturnType<typeof Bun.spawn>, re: RegExp): Promi
   return text;
 }
 
-const origin = Bun.spawn([BUN, join(TMP, "origin.ts")], { stdout: "pipe", stderr: "inherit" });
+const origin = Bun.spawn([BUN, originScript], { stdout: "pipe", stderr: "inherit" });
 kids.push(origin);
 const originPort = JSON.parse(await firstLine(origin, /\n/)).port as number;
 
@@ -128,26 +110,7 @@ if (opt.relay) {
 log(`${opt.relay ? "relay" : "tapwire"} under callgrind (pid ${proxy.pid}), origin on ${originPort}`);
 
 async function connect(): Promise<http2.ClientHttp2Session> {
-  let t: tls.TLSSocket;
-  if (proxy.relay) t = tls.connect({ host: "127.0.0.1", port: proxy.port, servername: "localhost", ca: proxy.caPem, ALPNProtocols: ["h2"] });
-  else {
-    const raw = net.connect(proxy.port, "127.0.0.1");
-    await new Promise((r) => raw.once("connect", r));
-    raw.write(`CONNECT localhost:${originPort} HTTP/1.1\r\nHost: localhost:${originPort}\r\n\r\n`);
-    await new Promise<void>((res, rej) => {
-      let got = "";
-      const on = (d: Buffer) => {
-        got += d.toString("latin1");
-        if (!got.includes("\r\n\r\n")) return;
-        raw.off("data", on);
-        if (/^HTTP\/1\.[01] 200/.test(got)) res();
-        else rej(new Error(`CONNECT refused: ${got.split("\r\n")[0]}`));
-      };
-      raw.on("data", on);
-    });
-    t = tls.connect({ socket: raw, servername: "localhost", ca: proxy.caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
-  }
-  await new Promise((r) => t.once("secureConnect", r));
+  const t = await connectTls(originPort, proxy.caPem, proxy.relay ? { kind: "relay", port: proxy.port } : { kind: "connect", port: proxy.port });
   const s = http2.connect(`https://localhost:${originPort}`, { createConnection: () => t });
   s.on("error", () => {});
   return s;
