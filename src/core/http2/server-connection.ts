@@ -16,6 +16,7 @@
 import http2, { type Http2Session, type ServerHttp2Stream } from "node:http2";
 import { Duplex } from "node:stream";
 import type { HeaderList } from "../http1/types.ts";
+import { batchSessionWrites } from "./batched-writes.ts";
 import { goawayFrame, type H2GuardLimits, H2FrameGuard, type H2Violation } from "./guard.ts";
 import { H2TranslateError, type H2RequestParts, h1ResponseToH2Object, h2RequestToH1Flat, trailerFields } from "./headers.ts";
 
@@ -84,24 +85,6 @@ export class H2ServerConnection {
     private readonly opts: H2ServerOptions,
   ) {
     this.guard = new H2FrameGuard({ maxOpenStreams: 2 * (opts.maxConcurrentStreams ?? 100), ...opts.limits });
-    // The session writes frame by frame; the frames written in one event-loop iteration go to the socket as one
-    // write (far fewer TLS records and syscalls with many streams). While the socket is full, write() answers false
-    // and the session waits for the duplex's 'drain' (as on a socket of its own).
-    let blocked = false;
-    let pending: Uint8Array[] = [];
-    let scheduled = false;
-    const flush = (this.flushWrites = () => {
-      scheduled = false;
-      const parts = pending;
-      pending = [];
-      if (this.closed || parts.length === 0) return;
-      if (!sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
-    });
-    sink.onDrain = () => {
-      if (!blocked) return;
-      blocked = false;
-      this.duplex.emit("drain");
-    };
     this.duplex = new Duplex({
       read: () => opts.resumeReading(),
       final: (cb) => {
@@ -113,24 +96,11 @@ export class H2ServerConnection {
         cb(err);
       },
     });
-    // Bun's session calls the socket's write(buffer) from native code for every batch of frames it flushes (about
-    // one per stream): taken here directly, without the Writable machinery (write, writeOrBuffer, _write, the
-    // callback and its nextTick) each time. The session itself only looks at the answer (false: wait for 'drain').
-    (this.duplex as unknown as { write: (chunk: Uint8Array, enc?: unknown, cb?: unknown) => boolean }).write = (chunk, enc, cb) => {
-      if (!this.closed && chunk.length > 0) {
-        pending.push(chunk);
-        if (!scheduled) {
-          scheduled = true;
-          // once per event-loop iteration, not per microtask checkpoint: Bun's session calls into JavaScript once
-          // per frame it parses, and microtasks run after each such call, so a per-microtask flush sent ~10-17
-          // writes per read (docs/http2.md, third pass)
-          setImmediate(flush);
-        }
-      }
-      const done = typeof enc === "function" ? enc : cb;
-      if (typeof done === "function") process.nextTick(done as () => void);
-      return !blocked;
-    };
+    // the session's frames go to the socket batched, once per event-loop iteration; while it is full, write()
+    // answers false and the session waits for the duplex's 'drain' (as on a socket of its own)
+    const writes = batchSessionWrites(this.duplex, (b) => sink.write(b), () => this.closed);
+    this.flushWrites = writes.flush;
+    sink.onDrain = writes.drained;
     const server = http2.createServer({
       settings: { maxConcurrentStreams: opts.maxConcurrentStreams ?? 100, maxHeaderListSize: opts.maxHeaderListSize ?? 64 * 1024, enablePush: false },
       maxHeaderListPairs: 1000,

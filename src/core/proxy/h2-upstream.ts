@@ -11,6 +11,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHt
 import { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { HeaderList } from "../http1/types.ts";
+import { batchSessionWrites } from "../http2/batched-writes.ts";
 import { classifyConnectError, UpstreamError } from "./upstream.ts";
 
 export interface H2Target {
@@ -281,52 +282,26 @@ export class H2UpstreamPool {
  * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
  * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
  * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one
- * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection). Backpressure both ways: a full socket
- * holds the session's write callbacks until 'drain'; a session that does not take the bytes pauses the socket.
+ * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection: batchSessionWrites).
+ * Backpressure both ways: while the socket is full the session's writes answer false until 'drain'; a session that
+ * does not take the bytes pauses the socket.
  */
 function batchedSocket(sock: tls.TLSSocket): Duplex {
-  let pending: Uint8Array[] = [];
-  let scheduled = false;
-  let blocked = false;
-  const flush = () => {
-    scheduled = false;
-    const parts = pending;
-    pending = [];
-    if (parts.length === 0 || sock.destroyed) return;
-    if (!sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) blocked = true;
-  };
   const d = new Duplex({
     read: () => void sock.resume(),
     final: (cb) => {
-      flush();
+      writes.flush();
       sock.end();
       cb();
     },
     destroy: (err, cb) => {
-      flush();
+      writes.flush();
       sock.destroy();
       cb(err);
     },
   });
-  sock.on("drain", () => {
-    if (!blocked) return;
-    blocked = false;
-    d.emit("drain");
-  });
-  // The session's writes (one call from native code per flush, about one per stream) taken without the Writable
-  // machinery, as on the client side (H2ServerConnection): false while the socket is full, 'drain' when it is not.
-  (d as unknown as { write: (chunk: Uint8Array, enc?: unknown, cb?: unknown) => boolean }).write = (chunk, enc, cb) => {
-    if (chunk.length > 0 && !sock.destroyed) {
-      pending.push(chunk);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush); // once per event-loop iteration (see H2ServerConnection)
-      }
-    }
-    const done = typeof enc === "function" ? enc : cb;
-    if (typeof done === "function") process.nextTick(done as () => void);
-    return !blocked;
-  };
+  const writes = batchSessionWrites(d, (b) => sock.write(b), () => sock.destroyed);
+  sock.on("drain", writes.drained);
   sock.on("data", (b: Buffer) => {
     if (!d.push(b)) sock.pause();
   });
