@@ -87,6 +87,11 @@ export interface CaptureStoreOptions {
   busyWindowMs?: number;
   /** Size of the ring batches are encoded into (entry-codec.ts). Default RING_BYTES (8 MiB); tests use small ones. */
   ringBytes?: number;
+  /**
+   * Bound of the queue of entries the writer has not acknowledged (nor journaled): above it new entries are dropped
+   * and counted (droppedCount). Default MAX_UNACKED_ENTRIES (50,000); tests use small ones.
+   */
+  maxUnackedEntries?: number;
 }
 
 export const DEFAULT_MAX_STORE_BYTES = 2 * 1024 ** 3;
@@ -211,12 +216,14 @@ export class CaptureStore {
   /** killWriterForTest's caller, told when the writer's end has been dealt with. */
   private afterWriterStopped: (() => void) | null = null;
   private wal: Wal | null = null;
+  private readonly maxUnackedEntries: number;
 
   private constructor(dbPath: string, opts: CaptureStoreOptions) {
     this.maxEntries = Math.max(1, Math.floor(opts.maxEntries ?? 100_000));
     this.maxStoreBytes = Math.max(1024 * 1024, Math.floor(opts.maxStoreBytes ?? DEFAULT_MAX_STORE_BYTES));
     this.flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 15);
     this.maxPending = Math.max(1, Math.floor(opts.maxPending ?? 200));
+    this.maxUnackedEntries = Math.max(1, Math.floor(opts.maxUnackedEntries ?? MAX_UNACKED_ENTRIES));
     this.indexing = opts.indexing ?? true;
     this.busyWindowMs = Math.max(0, opts.busyWindowMs ?? 100);
     this.pending = new BatchBuilder(new SharedArrayBuffer(Math.max(1024, Math.floor(opts.ringBytes ?? RING_BYTES))));
@@ -628,7 +635,7 @@ export class CaptureStore {
   }
 
   private checkCaughtUp(): void {
-    if (this.overloaded && this.inflightEntries + this.pending.count < MAX_UNACKED_ENTRIES / 2 && this.inflightBytes + this.pending.bytes < MAX_UNACKED_BYTES / 2) {
+    if (this.overloaded && this.inflightEntries + this.pending.count < this.maxUnackedEntries / 2 && this.inflightBytes + this.pending.bytes < MAX_UNACKED_BYTES / 2) {
       this.overloaded = false;
       console.error(`capture store: the writer caught up; ${this.dropped} entries were dropped meanwhile`);
       this.dropped = 0;
@@ -747,10 +754,15 @@ export class CaptureStore {
   add(e: NewEntry): number {
     this.assertOpen();
     const id = this.nextId++;
-    if (this.dead) return id;
+    if (this.dead) {
+      // nothing is written any more: counted as dropped, like the queue's overflow
+      this.dropped++;
+      this.droppedTotal++;
+      return id;
+    }
     const queued = this.pending.count;
     if (
-      this.inflightEntries + queued >= MAX_UNACKED_ENTRIES ||
+      this.inflightEntries + queued >= this.maxUnackedEntries ||
       (this.inflightBytes + this.pending.bytes > MAX_UNACKED_BYTES && this.inflightEntries + queued > 0)
     ) {
       this.dropped++;

@@ -1426,6 +1426,7 @@ describe("the writer worker", () => {
       let d = 0;
       expect(() => (d = s.add(entry({ url: "https://dropped.example/" })))).not.toThrow();
       expect(d).toBe(c + 1);
+      expect(s.droppedCount).toBe(1); // counted: /capture/status shows it
       expect(await ids(s, {})).toEqual([b, a]);
       expect((await rejection(s.flush())).message).toMatch(/not restarted again/);
       expect((await rejection(s.delete(a))).message).toMatch(/not restarted again/);
@@ -1435,6 +1436,31 @@ describe("the writer worker", () => {
       const s2 = await mkStore(path);
       expect(await ids(s2, {})).toEqual([b, a]);
       expect(s2.add(entry())).toBeGreaterThan(d);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  test("the queue the writer has not acknowledged is bounded: the overflow is dropped and counted, the rest stored", async () => {
+    const logged: string[] = [];
+    const spy = jest.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
+      logged.push(args.map(String).join(" "));
+    });
+    try {
+      const s = await mkStore(join(tempDir(), "bounded.db"), { flushIntervalMs: 60_000, maxPending: 1000, maxUnackedEntries: 10 });
+      // added in one tick: the writer cannot acknowledge any of them meanwhile
+      const added: number[] = [];
+      for (let i = 0; i < 15; i++) added.push(s.add(entry({ url: `https://q${i}.example/` })));
+      expect(s.droppedCount).toBe(5);
+      expect(s.lastFlushError?.message).toMatch(/far behind/);
+      expect(logged.some((l) => /far behind/.test(l))).toBe(true);
+      await s.flush();
+      // the first 10 are stored; the 5 over the bound are not, and their ids are never reused
+      expect(await ids(s, {})).toEqual(added.slice(0, 10).reverse());
+      expect(s.add(entry())).toBe(added[14]! + 1);
+      await s.flush();
+      expect(s.droppedCount).toBe(5);
+      await s.close();
     } finally {
       spy.mockRestore();
     }
