@@ -859,10 +859,16 @@ export abstract class Exchange implements UpstreamOwner {
       ok = this.writeResponseBody(this.h2Last);
       this.h2Last = null;
     }
+    // an HTTP/2 origin's DATA pieces are buffers of their own that nothing writes to afterwards (Bun hands out a
+    // new one per frame): the capture keeps them as they are, without a copy
+    const own = this.h2up !== null;
     for (let i = 0; i < data.length; i++) {
       const p = data[i]!;
       this.resBytes += p.length;
-      if (flow.capture) flow.resBody.add(p);
+      if (flow.capture) {
+        if (own) flow.resBody.addRead(p, 0);
+        else flow.resBody.add(p);
+      }
       // the last piece is held for responseComplete as one buffer (framed by copy); the others go out at once
       if (done && i === data.length - 1) last = this.lastResponsePiece(p);
       // an HTTP/2 origin's body reached its announced length: held until its stream ends (h2BodyEnded), to go
