@@ -79,6 +79,19 @@ export function headerList(h: IncomingHttpHeaders): HeaderList {
   return out;
 }
 
+/**
+ * headerList from node's flat `rawHeaders` (`[name, value, name, value...]`, what Bun passes as the third argument of
+ * 'response'): in wire order, without an entry array per field as Object.entries makes.
+ */
+export function headerListFlat(raw: readonly string[]): HeaderList {
+  const out: HeaderList = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i]!;
+    if (k.charCodeAt(0) !== 58 /* ':' */) out.push([k, raw[i + 1]!]);
+  }
+  return out;
+}
+
 /** An ordered list as node's header object (repeated names become arrays; set-cookie and friends stay separate). */
 function headerObject(fields: HeaderList): Record<string, string | string[]> {
   const o: Record<string, string | string[]> = {};
@@ -265,10 +278,10 @@ export class H2UpstreamPool {
     // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
     // head-only answer once the stream has closed)
     // `on`, not `once`, here and for 'close' (no wrapper per stream): `state` already ignores a repeat
-    stream.on("response", (h) => {
+    stream.on("response", (h, _flags, raw?: string[]) => {
       if (state !== 0) return;
       state = 1;
-      on.h2StreamResponse(stream, { status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
+      on.h2StreamResponse(stream, { status: Number(h[":status"]), headers: Array.isArray(raw) ? headerListFlat(raw) : headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
     });
     stream.on("trailers", (h) => (got = headerList(h)));
     stream.on("close", () => {
