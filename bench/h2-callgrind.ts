@@ -115,13 +115,24 @@ async function connect(): Promise<http2.ClientHttp2Session> {
   s.on("error", () => {});
   return s;
 }
+/** Why requests failed (status, short body, stream error), counted: failed requests make the per-request figure meaningless. */
+const failures = new Map<string, number>();
+const failed = (why: string) => failures.set(why, (failures.get(why) ?? 0) + 1);
 const one = (s: http2.ClientHttp2Session) =>
   new Promise<boolean>((res) => {
     const q = s.request({ ":method": "GET", ":path": "/1k" });
     let n = 0;
+    let status = 0;
+    q.on("response", (h) => (status = Number(h[":status"])));
     q.on("data", (c: Buffer) => (n += c.length));
-    q.on("end", () => res(n === 1024));
-    q.on("error", () => res(false));
+    q.on("end", () => {
+      if (n !== 1024) failed(`status ${status}, ${n} body bytes`);
+      res(n === 1024);
+    });
+    q.on("error", (e: Error) => {
+      failed(`stream error: ${e.message}`);
+      res(false);
+    });
     q.end();
   });
 const burst = async (s: http2.ClientHttp2Session) => (await Promise.all(Array.from({ length: N }, () => one(s)))).filter(Boolean).length;
@@ -155,6 +166,7 @@ for (const f of readdirSync(OUT)) {
 perThread.sort((a, b) => Number(a.thread) - Number(b.thread));
 const main = perThread.find((t) => t.thread === "01");
 console.log(`\n${opt.relay ? "relay-batched" : `tapwire (${opt.dir})${opt["no-capture"] ? ", capture stopped" : ", capturing"}`}: ${ok} requests in ${secs.toFixed(1)} s under callgrind`);
+if (failures.size) console.log(`FAILED requests (the figures below count successful ones only): ${[...failures].map(([w, n]) => `${n} x ${w}`).join("; ")}`);
 console.log(`main thread: ${main ? (main.ir / ok / 1000).toFixed(1) : "?"}k instructions per request`);
 console.log(`every thread (JIT compiler, GC helpers and the capture writer included, not comparable with production): ${(perThread.reduce((s, t) => s + t.ir, 0) / ok / 1000).toFixed(1)}k`);
 for (const t of perThread) console.log(`  thread ${t.thread}: ${(t.ir / ok / 1000).toFixed(1)}k`);
