@@ -7,7 +7,10 @@
  * each as CPU time of this thread per entry (/proc/<pid>/task/<pid>/schedstat: what load does not distort much,
  * unlike wall time), then the database's size per entry and where it goes (SQLite's dbstat).
  *
- *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--group 1] [--no-dbstat] [--body-max 5000]
+ *   bun bench/writer-bench.ts [entries=30000] [--inline] [--rounds 1] [--step-ms 4] [--step-rows 256] [--batch 200] [--group 1] [--no-dbstat] [--body-max 5000] [--without fts,ckpt,INDEX...]
+ *
+ * --without fts,entries_method,...: an experiment, to know what a part costs: the search index is left out (fts),
+ * the named secondary indexes of entries are dropped before the writes, or (ckpt) WAL auto-checkpoints are off.
  *
  * --body-max 1024: response bodies of 200-1,024 characters (the small entries of the proxy at its peak) instead of
  * the mix's 200-5,000.
@@ -34,6 +37,7 @@ const BATCH = opt("batch", 200);
 const INLINE = args.includes("--inline");
 const GROUP = Math.max(1, opt("group", 1));
 const BODY_MAX = opt("body-max", 5000);
+const WITHOUT = new Set(args.includes("--without") ? (args[args.indexOf("--without") + 1] ?? "").split(",").filter(Boolean) : []);
 
 const schedPath = `/proc/${process.pid}/task/${process.pid}/schedstat`;
 /** CPU time of this thread so far (ms); process CPU time where /proc is not there. */
@@ -72,6 +76,11 @@ for (let r = 0; r < ROUNDS; r++) {
     // --inline: batches indexed as they are written (what the writer does while it keeps up); else the index is
     // filled afterwards by index steps (what it does after a pause of indexing or a backlog): both parts timed apart
     (w as unknown as { inlineIndex: boolean }).inlineIndex = INLINE;
+    for (const x of WITHOUT) {
+      if (x === "fts") w.hasFts = false;
+      else if (x === "ckpt") w.db.run("PRAGMA wal_autocheckpoint = 0");
+      else w.db.run(`DROP INDEX ${x}`);
+    }
     Bun.gc(true);
     let c0 = cpuMs();
     let t0 = performance.now();

@@ -22,9 +22,12 @@ const Z = zlib.constants as unknown as Record<string, number>;
 /** All values of a header (case-insensitive name), joined with ", " like a combined field. */
 export function headerValue(headers: HeaderList, name: string): string | undefined {
   const lname = name.toLowerCase();
+  const n = lname.length;
   let out: string | undefined;
-  for (const [k, v] of headers) {
-    if (k.toLowerCase() === lname) out = out === undefined ? v : `${out}, ${v}`;
+  for (let i = 0; i < headers.length; i++) {
+    const [k, v] = headers[i]!;
+    // names of another length are not lower-cased at all (the writer asks 4 names of every entry's lists)
+    if (k.length === n && (k === lname || k.toLowerCase() === lname)) out = out === undefined ? v : `${out}, ${v}`;
   }
   return out;
 }
@@ -153,7 +156,8 @@ function toBase64(bytes: Uint8Array): string {
 
 /** decodeBody's result before the base64 step: binary bodies stay bytes (the store keeps them as BLOBs). */
 export type DecodedBodyBytes =
-  | { encoding: "utf8"; text: string; decodedFrom: string }
+  // utf8: when set, the exact UTF-8 bytes of text (a body decoded whole), so that they need not be encoded again
+  | { encoding: "utf8"; text: string; decodedFrom: string; utf8?: Uint8Array }
   | { encoding: "base64"; bytes: Uint8Array; decodedFrom: string };
 
 /** Like decodeBody, but binary bodies are returned as bytes instead of a base64 string. Never throws. */
@@ -192,7 +196,8 @@ export function decodeBodyBytes(raw: Uint8Array | null, headers: HeaderList, tru
   if (textual) {
     // a cut-off body may end inside a multi-byte sequence: that tail is dropped, the rest must be valid
     const text = utf8OrNull(bytes, truncated);
-    if (text !== null) return { encoding: "utf8", text, decodedFrom };
+    // valid UTF-8 (the BOM kept: ignoreBOM) encodes back to the same bytes; a cut-off one may have lost its tail
+    if (text !== null) return truncated ? { encoding: "utf8", text, decodedFrom } : { encoding: "utf8", text, decodedFrom, utf8: bytes };
   }
   return { encoding: "base64", bytes, decodedFrom };
 }
@@ -205,6 +210,7 @@ export function decodeBodyBytes(raw: Uint8Array | null, headers: HeaderList, tru
  */
 export function decodeBody(raw: Uint8Array | null, headers: HeaderList, truncated: boolean): DecodedBody {
   const d = decodeBodyBytes(raw, headers, truncated);
-  if (d.encoding === "utf8") return d;
+  // not d itself: its utf8 bytes are the writer's, not for the API's JSON
+  if (d.encoding === "utf8") return { text: d.text, encoding: "utf8", decodedFrom: d.decodedFrom };
   return { text: toBase64(d.bytes), encoding: "base64", decodedFrom: d.decodedFrom };
 }

@@ -6,7 +6,8 @@
  * zstd was measured against deflate on the store bench's body mix (JSON/HTML text of 0.2-5 KB, 3,000 bodies,
  * one run): zstd level 3 ratio 3.49, 13.9 µs to compress and 7.2 µs to decompress a body; deflate level 6 ratio
  * 3.68 but 35.6 µs / 10.1 µs; deflate level 1 ratio 2.77, 16.7 µs / 12.2 µs. zstd 3 is the better trade: the
- * writer compresses every body, readers decompress on every detail view and search verification.
+ * writer compresses every body, readers decompress on every detail view and search verification. (Level 1 since:
+ * see ZSTD_LEVEL.)
  */
 
 /** Body stored as it is. */
@@ -17,7 +18,14 @@ export const Z_ZSTD = 1;
 /** Bodies shorter than this (in bytes) are stored as they are: small ones barely shrink, and stay searchable by SQL. */
 export const COMPRESS_MIN_BYTES = 256;
 
-const ZSTD_LEVEL = 3;
+/**
+ * Level 1, not 3 (2026-11-29, shared machine at load 10-13): the decoded bodies of bench/store-mix.ts compressed one
+ * by one, 15 interleaved rounds, medians (minima): bodies of 256-1,024 B 7.1 (5.0) against 8.4 (5.9) µs a body, 0.4%
+ * more bytes; bodies of 256-5,000 B 19.6 (13.1) against 22.3 (16.4) µs, 1.2% more bytes (writer-bench: 1,221 against
+ * 1,219 B per small entry, 1,958 against 1,946 B on the bench mix). For bodies this small the fixed cost of a call
+ * (a context set up, its tables cleared) is much of the time, and level 3's are bigger.
+ */
+const ZSTD_LEVEL = 1;
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -27,11 +35,14 @@ export interface PackedBody {
   z: number;
 }
 
-/** What to store for a decoded body: text (utf8) or bytes (base64), compressed when that pays. */
-export function packBody(body: string | Uint8Array): PackedBody {
+/**
+ * What to store for a decoded body: text (utf8) or bytes (base64), compressed when that pays. utf8: the text's
+ * UTF-8 bytes when the caller has them (the body as it was decoded), so that they are not encoded again.
+ */
+export function packBody(body: string | Uint8Array, utf8?: Uint8Array): PackedBody {
   // a string's UTF-8 size is at least its length: short ones are never encoded
   if ((typeof body === "string" ? body.length : body.byteLength) < COMPRESS_MIN_BYTES) return { value: body, z: Z_NONE };
-  const bytes = typeof body === "string" ? enc.encode(body) : body;
+  const bytes = typeof body === "string" ? (utf8 ?? enc.encode(body)) : body;
   if (bytes.byteLength < COMPRESS_MIN_BYTES) return { value: body, z: Z_NONE };
   const packed = Bun.zstdCompressSync(bytes, { level: ZSTD_LEVEL });
   if (packed.byteLength > bytes.byteLength * 0.9) return { value: body, z: Z_NONE };

@@ -262,8 +262,8 @@ function prepareRow(r: WireRow, reqRaw: Uint8Array | null, resRaw: Uint8Array | 
   const resTrunc = stored ? stored.res_truncated === true : resRaw !== null && resRaw.length < resBodySize;
   const req = stored ? asStored(reqRaw, stored.req_encoding, stored.req_decoded_from) : decodeBodyBytes(reqRaw, reqHeaders, reqTrunc);
   const res = stored ? asStored(resRaw, stored.res_encoding, stored.res_decoded_from) : decodeBodyBytes(resRaw, resHeaders, resTrunc);
-  const reqPacked = packBody(req.encoding === "utf8" ? req.text : req.bytes);
-  const resPacked = packBody(res.encoding === "utf8" ? res.text : res.bytes);
+  const reqPacked = req.encoding === "utf8" ? packBody(req.text, req.utf8) : packBody(req.bytes);
+  const resPacked = res.encoding === "utf8" ? packBody(res.text, res.utf8) : packBody(res.bytes);
   let extra: string | null = null;
   if (extraObj && Object.keys(extraObj).length > 0) extra = JSON.stringify(extraObj);
   const u = str(url, "url");
