@@ -8,8 +8,10 @@
  *   search with an index backlog,
  * - the writer's own figures (batch transaction times, search indexing throughput).
  *
- * - the process's RSS after the query mix (SQLite's page cache and memory map are bounded: capture-db.ts), the
- *   database's size per entry, and the time to open the full store again (no scan that grows with the store),
+ * - the store's RSS after the query mix (SQLite's page cache and memory map are bounded: capture-db.ts), read in a
+ *   process of its own that opens the kept database (bench/store-rss.ts: this one holds its 20,000 generated
+ *   entries), the database's size per entry, and the time to open the full store again (no scan that grows with
+ *   the store),
  * and ends with a line `RESULT {json}` (read by bench/all.ts).
  *
  *   node_modules/.bin/bun bench/store-bench.ts [entries] [keep-dir]
@@ -296,6 +298,14 @@ try {
   if (firstAfterOpen.total !== count) console.log(`!! reopened store counts ${firstAfterOpen.total}, expected ${count}`);
   await reopened.close();
 
+  // the store's own RSS: this process holds its 20,000 generated entries, so another one opens the store, writes
+  // 20,000 entries at capacity (not kept), runs the query mix and reads its RSS (bench/store-rss.ts)
+  const rssRun = Bun.spawnSync([process.execPath, join(import.meta.dir, "store-rss.ts"), dbPath, String(N)], { stderr: "inherit" });
+  const rssOut = rssRun.stdout.toString();
+  const rssLine = /^RESULT (.*)$/m.exec(rssOut);
+  const storeRss = rssLine ? (JSON.parse(rssLine[1]!) as { rss_mib: number; rss_anon_mib: number | null; rss_file_mib: number | null }) : null;
+  if (!storeRss) console.log(`!! bench/store-rss.ts gave no result (exit ${rssRun.exitCode}): ${rssOut.slice(-500)}`);
+
   const w = Math.max(...rows.map((r) => r.name.length));
   console.log();
   console.log(`entries: ${count} (rare word in ${rareCount} entries), db file ${(size / 1048576).toFixed(0)} MB, ${RUNS} runs per query unless noted`);
@@ -315,7 +325,8 @@ try {
   console.log(`goal filtered page p50 < 10 ms: ${filtered.p50.toFixed(2)} ms ${filtered.p50 < 10 ? "OK" : "MISSED"}`);
   console.log(`goal body search p50 < 50 ms (indexed), first time: ${coldSearch.p50.toFixed(2)} ms ${coldSearch.p50 < 50 ? "OK" : "MISSED"}; repeated: ${search.p50.toFixed(2)} ms`);
   console.log(`body search with the backlog: p50 ${backlogSearch.p50.toFixed(2)} ms (slower, never wrong)`);
-  console.log(`RSS after the query mix ${(rssAfterQueries / 1048576).toFixed(0)} MiB (20,000 generated entries included); reopen + first page ${reopenMs.toFixed(0)} ms; disk ${(size / count).toFixed(0)} bytes/entry`);
+  console.log(`RSS after the query mix: this process ${(rssAfterQueries / 1048576).toFixed(0)} MiB (its 20,000 generated entries included); reopen + first page ${reopenMs.toFixed(0)} ms; disk ${(size / count).toFixed(0)} bytes/entry`);
+  if (storeRss) console.log(`goal RSS < 300 MiB, the store alone (bench/store-rss.ts: 20,000 writes at capacity and the query mix in a process of its own): ${storeRss.rss_mib.toFixed(0)} MiB (anonymous ${storeRss.rss_anon_mib?.toFixed(0) ?? "?"}, file-backed incl. mapped pages ${storeRss.rss_file_mib?.toFixed(0) ?? "?"}) ${storeRss.rss_mib < 300 ? "OK" : "MISSED"}`);
   const result = {
     entries: count,
     fill_per_s: Math.round(N / (fillMs / 1000)),
@@ -331,7 +342,9 @@ try {
     stall_runqueue_ms: st.maxGapSched?.[1] ?? null,
     stall_blocked_ms: st.maxGapSched ? Math.max(0, st.maxGap - st.maxGapSched[0]! - st.maxGapSched[1]!) : null,
     search_stall_max_ms: searchStall,
-    rss_mib: rssAfterQueries / 1048576,
+    // the store alone (bench/store-rss.ts), and this process (which holds its 20,000 generated entries)
+    rss_mib: storeRss?.rss_mib ?? null,
+    rss_bench_process_mib: rssAfterQueries / 1048576,
     bytes_per_entry: size / count,
     reopen_ms: reopenMs,
   };

@@ -33,6 +33,11 @@ const MAX_LIKE_PATTERN_BYTES = 40_000;
  */
 const SEARCH_CACHE_ENTRIES = 8;
 const SEARCH_CACHE_IDS = 1_000_000;
+/**
+ * searchBodiesFirst reads the bodies of this many candidates before it judges whether the string is found in bodies
+ * (go on) or mostly in URLs (the rest through the joined check).
+ */
+const BODIES_FIRST_PROBE = 256;
 /** At most this many ids above the last search (or since_id) are checked one by one instead of through the index. */
 const DIRECT_CHECK_IDS = 500;
 /** A host/method/status filter seeks on the status codes present when there are at most this many in its range. */
@@ -116,6 +121,12 @@ interface SearchCheck {
   arg: Param;
   /** The search string, for compressed bodies. */
   needle: string;
+  /**
+   * The candidates alone (ids ascending: the index's generations in order, then the ids above its mark), when the
+   * check must verify them and no filter but since_id applies: searchIds reads their bodies rows first and their
+   * entries rows (the URL) only for those whose bodies do not hold the string (searchBodiesFirst).
+   */
+  candidates?: { sql: string; params: Param[] };
 }
 
 const RESERVED_DETAIL_KEYS = new Set([
@@ -263,6 +274,8 @@ export class CaptureQuery {
       const s = this.searchCondition(db, q.search, conds, params, sinceId, opts.direct === true);
       volatile = s.volatile;
       check = s.check;
+      // other filters than since_id need the entries row of each candidate anyway
+      if (info.host !== undefined || info.method !== undefined || info.status || conds.length > (sinceId !== undefined ? 2 : 1)) delete check.candidates;
     }
     return {
       sql: conds.length ? `WHERE ${conds.join(" AND ")}` : "",
@@ -292,6 +305,7 @@ export class CaptureQuery {
     let verify = true;
     let indexedUpto = 0;
     let volatile = false;
+    let candidates: { sql: string; params: Param[] } | undefined;
     // direct: the few ids above since_id are checked one by one, no index look-up
     if (this.hasFts && cps.length >= TRIGRAM_MIN && !direct) indexedUpto = this.metaValue(db, "fts_indexed_upto");
     if (indexedUpto > 0) {
@@ -308,21 +322,24 @@ export class CaptureQuery {
       const match = list.map((g) => `"${g.replaceAll('"', '""')}"`).join(" AND ");
       const gens = db.query("SELECT gen, last_id AS lastId FROM fts_gens ORDER BY gen").all() as { gen: number; lastId: number }[];
       const parts: string[] = [];
+      const ftsParams: Param[] = [];
       for (const { gen, lastId } of gens) {
         const t = ftsTable(gen);
         if (sinceId === undefined) {
-          parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ?`);
-          params.push(match);
+          parts.push(`SELECT rowid AS id FROM ${t} WHERE ${t} MATCH ?`);
+          ftsParams.push(match);
         } else if (lastId > sinceId) {
           // a generation holds consecutive ids up to its last_id: one entirely at or below since_id is skipped,
           // and FTS5 skips the rowids at or below it in the others
-          parts.push(`SELECT rowid FROM ${t} WHERE ${t} MATCH ? AND rowid > ?`);
-          params.push(match, sinceId);
+          parts.push(`SELECT rowid AS id FROM ${t} WHERE ${t} MATCH ? AND rowid > ?`);
+          ftsParams.push(match, sinceId);
         }
       }
-      parts.push("SELECT id FROM entries WHERE id > ?");
-      params.push(indexedUpto);
-      conds.push(`id IN (${parts.join(" UNION ALL ")})`);
+      const tail = "SELECT id FROM entries WHERE id > ?";
+      conds.push(`id IN (${[...parts, tail].join(" UNION ALL ")})`);
+      params.push(...ftsParams, indexedUpto);
+      // the same candidates alone, since_id applied to the ids above the mark too (the condition above has its own)
+      candidates = { sql: [...parts, tail].join(" UNION ALL "), params: [...ftsParams, Math.max(indexedUpto, sinceId ?? -Infinity)] };
       volatile = gens.length > 0;
       // a single ASCII trigram is matched exactly by the index, unless it holds a k or an s: the tokenizer folds
       // case by Unicode's rules, which map exactly two other characters into ASCII (U+212A KELVIN SIGN to k, U+017F
@@ -347,7 +364,7 @@ export class CaptureQuery {
       arg = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
     }
     const needle = search;
-    if (verify) return { volatile, check: { url, urlParams: [arg], body, arg, needle } };
+    if (verify) return { volatile, check: { url, urlParams: [arg], body, arg, needle, candidates } };
     // indexed candidates are exact; the unindexed ones are checked
     return { volatile, check: { url: `(x.id <= ? OR ${url})`, urlParams: [indexedUpto, arg], body, arg, needle } };
   }
@@ -357,29 +374,102 @@ export class CaptureQuery {
    * (URL, uncompressed bodies); those SQL cannot decide (compressed text bodies) are decompressed and checked here.
    */
   searchIds(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string): number[] {
-    // one pass: each candidate's entries row (url) and bodies row are read once; SQL checks the URL and the
-    // uncompressed text bodies, the compressed ones come along (unless the URL matched) and are checked here
+    if (dir === "ASC" && w.check.candidates) return this.searchBodiesFirst(db, w, w.check.candidates);
+    return this.searchJoined(db, w, dir, null);
+  }
+
+  /**
+   * The joined check: each candidate's entries row (url) and bodies row are read once; SQL checks the URL and the
+   * uncompressed text bodies, the compressed ones come along (unless the URL matched) and are checked here.
+   * only: check these ids (ascending) instead of the candidates of w (searchBodiesFirst's fallback).
+   */
+  private searchJoined(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, dir: string, only: number[] | null): number[] {
     const c = w.check;
+    const source = only === null ? `entries ${w.sql}` : "entries WHERE id IN (SELECT value FROM json_each(?))";
     const sql = `SELECT x.id AS id, ${c.url} AS u,
         CASE WHEN b.req_z = 0 AND b.req_encoding = 'utf8' THEN ${c.body("b.req_body")} END AS rql,
         CASE WHEN b.res_z = 0 AND b.res_encoding = 'utf8' THEN ${c.body("b.res_body")} END AS rsl,
         CASE WHEN ${c.url} THEN NULL WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
         CASE WHEN ${c.url} THEN NULL WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
-      FROM (SELECT id, url FROM entries ${w.sql}) x LEFT JOIN bodies b ON b.id = x.id
+      FROM (SELECT id, url FROM ${source}) x LEFT JOIN bodies b ON b.id = x.id
       ORDER BY x.id ${dir}`;
-    const st = w.volatile ? db.prepare(sql) : db.query(sql);
+    const once = w.volatile || only !== null;
+    const st = once ? db.prepare(sql) : db.query(sql);
     const ids: number[] = [];
     const holds = bodyFinder(c.needle);
     try {
       // parameters bind in the order they appear: the checks' (select list), then the filters' (in x)
-      const params = [...c.urlParams, c.arg, c.arg, ...c.urlParams, ...c.urlParams, ...w.params];
+      const params = [...c.urlParams, c.arg, c.arg, ...c.urlParams, ...c.urlParams, ...(only === null ? w.params : [JSON.stringify(only)])];
       for (const r of st.iterate(...params) as IterableIterator<CandidateRow>) {
         // base64 (binary) bodies are never searched
         if (r.u || r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz))) ids.push(r.id);
       }
     } finally {
-      if (w.volatile) st.finalize();
+      if (once) st.finalize();
     }
+    return ids;
+  }
+
+  /**
+   * The check when only the search filters (since_id aside): the candidates come from the index alone (its rows are
+   * exactly the stored ids up to its mark, and every id above the mark is one), each one's bodies row is read and
+   * checked (uncompressed text in SQL, compressed text here), and the entries row (the URL) is read only for the
+   * candidates whose bodies do not hold the string: for a string found in bodies, one random page read per
+   * candidate instead of two. When most candidates need their URL after all (a string found in URLs: their bodies
+   * would be decompressed for nothing), the rest goes through the joined check, which reads the URL first.
+   */
+  private searchBodiesFirst(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, cand: { sql: string; params: Param[] }): number[] {
+    const c = w.check;
+    const all = <T>(sql: string, ...params: Param[]): T[] => {
+      const st = db.prepare(sql);
+      try {
+        return st.all(...params) as T[];
+      } finally {
+        st.finalize();
+      }
+    };
+    const cands = all<{ id: number }>(cand.sql, ...cand.params).map((r) => r.id);
+    for (let i = 1; i < cands.length; i++) {
+      if (cands[i]! <= cands[i - 1]!) {
+        cands.sort((a, b) => a - b);
+        break;
+      }
+    }
+    if (cands.length === 0) return [];
+    const st = db.prepare(`SELECT k.value AS id, b.id IS NULL AS nb,
+        CASE WHEN b.req_z = 0 AND b.req_encoding = 'utf8' THEN ${c.body("b.req_body")} END AS rql,
+        CASE WHEN b.res_z = 0 AND b.res_encoding = 'utf8' THEN ${c.body("b.res_body")} END AS rsl,
+        CASE WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
+        CASE WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
+      FROM json_each(?) k LEFT JOIN bodies b ON b.id = k.value`);
+    const holds = bodyFinder(c.needle);
+    const ids: number[] = [];
+    // candidates whose bodies do not hold the string: their URL decides
+    const byUrl: number[] = [];
+    let seen = 0;
+    // the rows came in the candidates' order (so cands[seen..] are the ones not checked yet)
+    let inOrder = true;
+    let stop = false;
+    try {
+      for (const r of st.iterate(c.arg, c.arg, JSON.stringify(cands)) as IterableIterator<CandidateRow & { nb: number }>) {
+        if (r.id !== cands[seen]) inOrder = false;
+        seen++;
+        if (!r.nb && (r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz)))) ids.push(r.id);
+        else byUrl.push(r.id);
+        if (inOrder && seen >= BODIES_FIRST_PROBE && seen < cands.length && byUrl.length * 2 > seen) {
+          stop = true;
+          break;
+        }
+      }
+    } finally {
+      st.finalize();
+    }
+    if (byUrl.length > 0) {
+      const sql = `SELECT x.id AS id FROM entries x WHERE x.id IN (SELECT value FROM json_each(?)) AND ${c.url}`;
+      for (const r of all<{ id: number }>(sql, JSON.stringify(byUrl), ...c.urlParams)) ids.push(r.id);
+    }
+    if (byUrl.length > 0 || !inOrder) ids.sort((a, b) => a - b);
+    if (stop) for (const id of this.searchJoined(db, w, "ASC", cands.slice(seen))) ids.push(id);
     return ids;
   }
 

@@ -203,3 +203,41 @@ test("a 3-character search is exact where the index folds other characters into 
   expect(await found("\u017Fab")).toEqual([ids[1]!]);
   expect(await found("not")).toEqual([ids[4]!]);
 });
+
+test("a search reads bodies first and URLs only where bodies do not hold the string; mostly-URL matches switch to the joined check: both exact", async () => {
+  const s = await CaptureStore.open(join(tmp(), "capture.db"));
+  stores.push(s);
+  const known: Known[] = [];
+  for (let i = 1; i <= 1500; i++) {
+    const kind = i % 10;
+    // 0: in the URL only; 1, 5: in a compressed body (other case); 2, 6, 7: in a short body; 3: every trigram in the
+    // body but not the string; 4: its trigrams split between URL and body; the rest: nowhere
+    const path = kind === 0 ? `quartz-lime/${i}` : kind === 4 ? `quartz-li/${i}` : `p/${i}`;
+    const word = kind === 1 || kind === 5 ? "QUARTZ-LIME" : kind === 2 || kind === 6 || kind === 7 ? "quartz-lime" : kind === 3 ? "quartz-lix tz-lime" : kind === 4 ? "tz-lime" : "hay";
+    const host = `h${i % 3}.bodies-first.test`;
+    const { e, k } = make(kind === 1 || kind === 5 ? 3 * i : 3 * i + 1, host, word);
+    e.url = k.url = `https://${host}/${path}`;
+    expect(s.add(e)).toBe(i);
+    known.push({ id: i, ...k });
+  }
+  await s.flush();
+  await s.waitIndexed();
+  // candidates: 6 in 10 hold the string in a body, 1 in its URL, 2 hold its trigrams only
+  expect(await check(s, known, { search: "quartz-lime" }, [[500, 0], [7, 3], [50, 600]])).toBe(900);
+  expect(await check(s, known, { search: "QUARTZ-LIME", since_id: 700 }, [[500, 0], [9, 4]])).toBe(480);
+  // only URLs hold it (more than the probe's 256 candidates): the rest goes through the joined check
+  expect(await check(s, known, { search: "test/quartz" }, [[500, 0], [7, 3]])).toBe(300);
+  expect(await check(s, known, { search: "bodies-first.test/quartz-li" }, [[500, 0], [7, 3]])).toBe(300);
+  // with a host filter (the joined check), the same answers
+  expect(await check(s, known, { search: "quartz-lime", host: "h1" }, [[500, 0]])).toBe(300);
+  // the ids above the index mark are candidates too
+  await s.setIndexing(false);
+  for (let i = 1501; i <= 1800; i++) {
+    const { e, k } = make(3 * i, "h9.bodies-first.test", i % 2 ? "Quartz-Lime" : "hay");
+    expect(s.add(e)).toBe(i);
+    known.push({ id: i, ...k });
+  }
+  await s.flush();
+  expect(await check(s, known, { search: "quartz-lime" }, [[500, 0], [7, 3]])).toBe(1050);
+  expect(await check(s, known, { search: "quartz-lime", since_id: 1400 }, [[500, 0]])).toBe(210);
+});
