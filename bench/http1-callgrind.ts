@@ -77,6 +77,9 @@ interface Conn {
   ok: number;
   done: () => void;
 }
+/** Status lines of the responses that were not a 200 with 1,024 bytes, and connections that ended early. */
+const notOk: string[] = [];
+let endedEarly = 0;
 function finishResponse(s: Socket<Conn>): void {
   const c = s.data;
   for (;;) {
@@ -86,6 +89,7 @@ function finishResponse(s: Socket<Conn>): void {
     const len = m ? Number(m[1]) : 0;
     if (c.buf.length < end + 4 + len) return;
     if (c.buf.startsWith("HTTP/1.1 200") && len === 1024) c.ok++;
+    else notOk.push(c.buf.slice(0, c.buf.indexOf("\r\n")));
     c.buf = c.buf.slice(end + 4 + len);
     if (--c.left > 0) s.write(REQUEST);
     else return c.done();
@@ -116,7 +120,10 @@ async function run(total: number): Promise<number> {
                 finishResponse(s);
               },
               close(s) {
-                if (s.data.left > 0) resolve(s.data.ok);
+                if (s.data.left > 0) {
+                  endedEarly++;
+                  resolve(s.data.ok);
+                }
               },
               error(_s, e) {
                 reject(e);
@@ -135,6 +142,7 @@ await Bun.sleep(1000);
 log(`measuring: ${opt.requests} requests on ${C} connections...`);
 const { result: ok, secs } = await measured(proxy.pid, () => run(Number(opt.requests)));
 const label = opt.relay ? "relay (bench/peers/bun-relay.ts)" : `tapwire (${opt.dir})${opt["no-capture"] ? ", capture stopped" : ", capturing"}`;
+if (notOk.length || endedEarly) log(`not counted: ${notOk.length} responses other than 200 with 1,024 bytes (${[...new Set(notOk)].slice(0, 3).join("; ")}), ${endedEarly} connections ended before their last request`);
 printPerRequest(label, ok, secs, OUT, opt.keep!);
 printAreas(OUT, ok, join(opt.dir!, "src"));
 process.exit(ok > 0 ? 0 : 1);
