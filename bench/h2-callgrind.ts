@@ -21,11 +21,12 @@
  * writer commits tiny batches and the JIT threads run longer than they would.
  */
 import http2 from "node:http2";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectTls, writeH2Origin } from "./h2-common.ts";
+import { firstLine, measured, printPerRequest, requireCallgrind, startRelay, startTapwire, type Kid } from "./callgrind-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -42,11 +43,10 @@ const { values: opt } = parseArgs({
 const N = Number(opt.streams);
 const BURSTS = Math.max(1, Math.round(Number(opt.requests) / N));
 const WARM = Math.max(1, Math.round(Number(opt.warmup) / N));
-const BUN = process.execPath;
 const TMP = mkdtempSync(join(tmpdir(), "tapwire-h2-callgrind-"));
 const OUT = join(TMP, "callgrind");
 mkdirSync(OUT);
-const kids: ReturnType<typeof Bun.spawn>[] = [];
+const kids: Kid[] = [];
 const log = (s: string) => console.error(`[h2-callgrind] ${s}`);
 process.on("exit", () => {
   for (const k of kids) {
@@ -56,57 +56,18 @@ process.on("exit", () => {
   }
   if (!opt.keep) rmSync(TMP, { recursive: true, force: true });
 });
-if (Bun.spawnSync(["which", "callgrind_control"]).exitCode !== 0) {
-  console.error("valgrind is not installed (apt-get install -y valgrind)");
-  process.exit(2);
-}
+requireCallgrind();
 
 const { ca, caFile, script: originScript } = writeH2Origin(TMP);
 
-async function firstLine(child: ReturnType<typeof Bun.spawn>, re: RegExp): Promise<string> {
-  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
-  let text = "";
-  while (!re.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the process exited before it was ready");
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text;
-}
-
-const origin = Bun.spawn([BUN, originScript], { stdout: "pipe", stderr: "inherit" });
+const origin = Bun.spawn([process.execPath, originScript], { stdout: "pipe", stderr: "inherit" });
 kids.push(origin);
 const originPort = JSON.parse(await firstLine(origin, /\n/)).port as number;
 
-const valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes", `--callgrind-out-file=${OUT}/cg.%p`];
-const env = { ...process.env, ...(opt.jitdump ? { BUN_JSC_useJITDump: "true", BUN_JSC_jitDumpDirectory: OUT } : {}) };
-let proxy: { pid: number; port: number; caPem: string; relay: boolean };
-if (opt.relay) {
-  const c = Bun.spawn([...valgrind, BUN, join(opt.dir!, "bench/peers/bun-h2-relay.ts"), String(originPort), join(TMP, "cert.pem"), join(TMP, "key.pem"), caFile, "--batched"], { stdout: "pipe", stderr: "ignore", env });
-  kids.push(c);
-  const port = Number(/PORT (\d+)/.exec(await firstLine(c, /PORT \d+\n/))![1]);
-  proxy = { pid: c.pid, port, caPem: ca.certPem, relay: true };
-} else {
-  const dataDir = join(TMP, "data");
-  const c = Bun.spawn([...valgrind, BUN, join(opt.dir!, "src/cli/main.ts"), "start", "--data-dir", dataDir, "--port", "0", "--upstream-ca", caFile], { stdout: "ignore", stderr: "ignore", env });
-  kids.push(c);
-  const hsFile = join(dataDir, "api-handshake.json");
-  let hs: { proxy_port: number | null; port: number; token: string } | null = null;
-  while (hs === null) {
-    await Bun.sleep(200);
-    if (c.exitCode !== null) throw new Error("tapwire exited under valgrind");
-    try {
-      const j = JSON.parse(readFileSync(hsFile, "utf8"));
-      if (j.proxy_port) hs = j;
-    } catch {}
-  }
-  if (opt["no-capture"]) {
-    const r = await fetch(`http://127.0.0.1:${hs.port}/api/v1/capture/stop`, { method: "POST", headers: { authorization: `Bearer ${hs.token}` } });
-    if (r.status !== 204) throw new Error(`capture/stop: ${r.status}`);
-  }
-  proxy = { pid: c.pid, port: hs.proxy_port!, caPem: readFileSync(join(dataDir, "ca.pem"), "utf8"), relay: false };
-}
+const started = opt.relay
+  ? await startRelay(kids, OUT, opt.jitdump!, [join(opt.dir!, "bench/peers/bun-h2-relay.ts"), String(originPort), join(TMP, "cert.pem"), join(TMP, "key.pem"), caFile, "--batched"])
+  : await startTapwire(kids, OUT, opt.jitdump!, opt.dir!, join(TMP, "data"), ["--upstream-ca", caFile], opt["no-capture"]!);
+const proxy = { pid: started.pid, port: started.port, caPem: opt.relay ? ca.certPem : readFileSync(join(started.dataDir!, "ca.pem"), "utf8"), relay: opt.relay! };
 log(`${opt.relay ? "relay" : "tapwire"} under callgrind (pid ${proxy.pid}), origin on ${originPort}`);
 
 async function connect(): Promise<http2.ClientHttp2Session> {
@@ -141,35 +102,13 @@ const session = await connect();
 log(`warm-up: ${WARM} bursts of ${N}...`);
 for (let i = 0; i < WARM; i++) await burst(session);
 await Bun.sleep(1000);
-const ctl = (...a: string[]) => Bun.spawnSync(["callgrind_control", ...a, String(proxy.pid)]);
-ctl("-z");
-ctl("-i", "on");
 log(`measuring: ${BURSTS} bursts of ${N}...`);
-let ok = 0;
-const t0 = performance.now();
-for (let i = 0; i < BURSTS; i++) ok += await burst(session);
-const secs = (performance.now() - t0) / 1000;
-ctl("-i", "off");
-ctl("-d", "measured");
-await Bun.sleep(1000);
-
-/** Instructions per thread from the dump of the measured window (one file per thread). */
-const perThread: { thread: string; ir: number }[] = [];
-for (const f of readdirSync(OUT)) {
-  const m = /^cg\.\d+\.1-(\d+)$/.exec(f);
-  if (!m) continue;
-  const text = Bun.spawnSync(["callgrind_annotate", join(OUT, f)]).stdout.toString();
-  const line = text.split("\n").find((l) => l.includes("PROGRAM TOTALS"));
-  const ir = line ? Number(line.trim().split(/\s+/)[0]!.replace(/,/g, "")) : NaN;
-  if (Number.isFinite(ir) && ir > 0) perThread.push({ thread: m[1]!, ir });
-}
-perThread.sort((a, b) => Number(a.thread) - Number(b.thread));
-const main = perThread.find((t) => t.thread === "01");
-console.log(`\n${opt.relay ? "relay-batched" : `tapwire (${opt.dir})${opt["no-capture"] ? ", capture stopped" : ", capturing"}`}: ${ok} requests in ${secs.toFixed(1)} s under callgrind`);
+const { result: ok, secs } = await measured(proxy.pid, async () => {
+  let n = 0;
+  for (let i = 0; i < BURSTS; i++) n += await burst(session);
+  return n;
+});
 if (failures.size) console.log(`FAILED requests (the figures below count successful ones only): ${[...failures].map(([w, n]) => `${n} x ${w}`).join("; ")}`);
-console.log(`main thread: ${main ? (main.ir / ok / 1000).toFixed(1) : "?"}k instructions per request`);
-console.log(`every thread (JIT compiler, GC helpers and the capture writer included, not comparable with production): ${(perThread.reduce((s, t) => s + t.ir, 0) / ok / 1000).toFixed(1)}k`);
-for (const t of perThread) console.log(`  thread ${t.thread}: ${(t.ir / ok / 1000).toFixed(1)}k`);
-if (opt.keep) console.log(`callgrind files (and jitdump with --jitdump): ${OUT}`);
+printPerRequest(opt.relay ? "relay-batched" : `tapwire (${opt.dir})${opt["no-capture"] ? ", capture stopped" : ", capturing"}`, ok, secs, OUT, opt.keep!);
 if (!existsSync(OUT)) process.exit(1);
 process.exit(0);

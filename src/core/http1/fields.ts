@@ -1,6 +1,6 @@
 // Field-line parsing shared by message heads and chunked trailers.
 
-import { COLON, FIELD, HT, SP, TOKEN, indexOfLF } from "./chars.ts";
+import { COLON, CR, FIELD, HT, LF, SP, TOKEN, indexOfLF } from "./chars.ts";
 import { HttpParseError, type HeaderList } from "./types.ts";
 
 // Which framing and hop-by-hop fields a head holds, found while its lines are parsed (one bit per name), so that
@@ -72,33 +72,80 @@ export function parseFieldLines(
 ): number {
   let seen = 0;
   for (;;) {
-    const le = indexOfLF(buf, p) - 1; // index of the CR ending this line
-    if (le === p) return seen; // empty line
     const c = buf[p];
-    if (c === SP || c === HT) {
-      if (!lenient) throw new HttpParseError("obsolete line folding in header", errorStatus);
-      if (headers.length === 0) throw new HttpParseError("line folding before any header", errorStatus);
-      seen |= F_REPAIRED;
-      let v = p;
-      while (v < le && (buf[v] === SP || buf[v] === HT)) v++;
-      let ve = le;
-      while (ve > v && (buf[ve - 1] === SP || buf[ve - 1] === HT)) ve--;
-      checkFieldValue(buf, v, ve, errorStatus);
-      if (ve > v) {
-        const last = headers[headers.length - 1];
-        const more = str.slice(v - base, ve - base);
-        last[1] = last[1] === "" ? more : last[1] + " " + more;
-      }
-    } else {
-      const field = parseFieldLine(buf, str, base, p, le, lenient, errorStatus);
+    if (c === CR && buf[p + 1] === LF) return seen; // empty line
+    if (c !== SP && c !== HT) {
+      // the common line: one pass finds its end while it checks it (headLineEnd)
+      const field = parseHeadFieldLine(buf, str, base, p, lenient, errorStatus);
       if (lenient && buf[p + field[0].length] !== COLON) seen |= F_REPAIRED; // whitespace before the colon was dropped
       const bit = fieldBit(buf, p, p + field[0].length);
       if (bit & seen & F_HOST) seen |= F_HOST_AGAIN;
       seen |= bit;
       headers.push(field);
+      p = headLineEnd + 2;
+      continue;
+    }
+    // obsolete line folding (a line starting with whitespace)
+    if (!lenient) throw new HttpParseError("obsolete line folding in header", errorStatus);
+    if (headers.length === 0) throw new HttpParseError("line folding before any header", errorStatus);
+    const le = indexOfLF(buf, p) - 1; // index of the CR ending this line
+    seen |= F_REPAIRED;
+    let v = p;
+    while (v < le && (buf[v] === SP || buf[v] === HT)) v++;
+    let ve = le;
+    while (ve > v && (buf[ve - 1] === SP || buf[ve - 1] === HT)) ve--;
+    checkFieldValue(buf, v, ve, errorStatus);
+    if (ve > v) {
+      const last = headers[headers.length - 1];
+      const more = str.slice(v - base, ve - base);
+      last[1] = last[1] === "" ? more : last[1] + " " + more;
     }
     p = le + 2;
   }
+}
+
+/** Where parseHeadFieldLine found the CR of the line it parsed (a module variable: no pair allocated per line). */
+let headLineEnd = 0;
+
+/**
+ * parseFieldLine for a line of a complete head (it ends in CRLF; findHeadEnd saw every LF after a CR), without
+ * knowing the line's end: the name and value scans stop at its CR, which they would have refused as a character
+ * anyway, so the line is read once instead of once to find its end and once to check it. Same answers and the
+ * same errors as parseFieldLine(buf, ..., p, indexOfLF(buf, p) - 1, ...).
+ */
+function parseHeadFieldLine(
+  buf: Uint8Array,
+  str: string,
+  base: number,
+  p: number,
+  lenient: boolean,
+  errorStatus: number,
+): [string, string] {
+  let q = p;
+  while (TOKEN[buf[q]!] === 1) q++;
+  const nameEnd = q;
+  if (buf[q] !== COLON) {
+    const b = buf[q]!;
+    if (b === CR && buf[q + 1] === LF) throw new HttpParseError("header line without colon", errorStatus);
+    if (b === SP || b === HT) {
+      if (!lenient) throw new HttpParseError("whitespace between header name and colon", errorStatus);
+      while (buf[q] === SP || buf[q] === HT) q++;
+      if (buf[q] !== COLON) throw new HttpParseError("invalid header name", errorStatus);
+    } else {
+      throw new HttpParseError(`invalid character 0x${b.toString(16)} in header name`, errorStatus);
+    }
+  }
+  if (nameEnd === p) throw new HttpParseError("empty header name", errorStatus);
+  let v = q + 1;
+  while (buf[v] === SP || buf[v] === HT) v++;
+  let e = v;
+  while (FIELD[buf[e]!] === 1) e++;
+  // e is the line's CR, or a byte no field value may hold (a CR not before LF is one)
+  if (buf[e] !== CR || buf[e + 1] !== LF) throw new HttpParseError(`invalid character 0x${buf[e]!.toString(16)} in header value`, errorStatus);
+  headLineEnd = e;
+  let ve = e;
+  while (ve > v && (buf[ve - 1] === SP || buf[ve - 1] === HT)) ve--;
+  return [str.slice(p - base, nameEnd - base), str.slice(v - base, ve - base)];
 }
 
 /** Parse one `name: value` line buf[p..le) (without its CRLF). */

@@ -507,3 +507,40 @@ describe("parseTarget", () => {
     });
   }
 });
+
+describe("field lines read in one pass (the line's end found by the value scan)", () => {
+  const message = (raw: string, response = false): string => {
+    try {
+      if (response) parseResponseHead(bytes(raw));
+      else parseRequestHead(bytes(raw));
+    } catch (e) {
+      return (e as Error).message;
+    }
+    return "parsed";
+  };
+  test("each malformed line is refused with the message naming its first bad byte", () => {
+    expect(message("GET / HTTP/1.1\r\nX: a\r\r\n\r\n")).toBe("invalid character 0xd in header value");
+    expect(message("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n")).toBe("invalid character 0xd in header value");
+    expect(message("GET / HTTP/1.1\r\nX: a \u0000 \r\n\r\n")).toBe("invalid character 0x0 in header value");
+    expect(message("GET / HTTP/1.1\r\nNoColon\r\n\r\n")).toBe("header line without colon");
+    expect(message("GET / HTTP/1.1\r\nX\rY: a\r\n\r\n")).toBe("invalid character 0xd in header name");
+    expect(message("GET / HTTP/1.1\r\n\rX: a\r\n\r\n")).toBe("invalid character 0xd in header name");
+    expect(message("GET / HTTP/1.1\r\nHost : a\r\n\r\n")).toBe("whitespace between header name and colon");
+    expect(message("HTTP/1.1 200 OK\r\nX-A \r\n\r\n", true)).toBe("invalid header name");
+  });
+  test("empty and whitespace-only values, and whitespace around values, come out as before", () => {
+    const { head } = parseRequestHead(bytes("GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Blank: \t \r\nX-Pad: \t v a l \t\r\nX-Last:z\r\n\r\n"))!;
+    expect(head.headers).toEqual([
+      ["Host", "a"],
+      ["X-Empty", ""],
+      ["X-Blank", ""],
+      ["X-Pad", "v a l"],
+      ["X-Last", "z"],
+    ]);
+    const r = parseResponseHead(bytes("HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 0\r\n\r\n"))!;
+    expect(r.head.headers).toEqual([
+      ["X-A", "one two"],
+      ["Content-Length", "0"],
+    ]);
+  });
+});
