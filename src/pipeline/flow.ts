@@ -73,8 +73,7 @@ export class BodyCapture {
   }
   /**
    * add(buf.subarray(at)) without the copy when all of it is kept: only for a socket read (Bun hands out a new
-   * buffer per read) or an HTTP/2 DATA piece (a new buffer per frame) that nothing writes to or releases
-   * afterwards; the view keeps that buffer alive with the flow.
+   * buffer per read) that nothing writes to or releases afterwards; the view keeps that read alive with the flow.
    */
   addRead(buf: Uint8Array, at: number): void {
     const n = buf.length - at;

@@ -5,7 +5,7 @@ import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
 import { h1RequestToH2Object, trailerFields } from "../http2/headers.ts";
 import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { constants as h2constants } from "node:http2";
-import { headerList, type H2Response, type H2StreamHandlers } from "./h2-upstream.ts";
+import { headerList, type H2Response } from "./h2-upstream.ts";
 import { type Deadline, DeadlineList } from "./deadlines.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type BodyCapture, type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
@@ -48,7 +48,7 @@ export interface RequestBodySource {
  * stream in h2-session.ts) subclasses it, feeds it the request (startExchange, requestBodyData) and implements the
  * client-side operations below (send the response head, body pieces, interim responses, pause/resume the client).
  */
-export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
+export abstract class Exchange implements UpstreamOwner {
   protected mode: Mode = "http";
   /** Set when the client connection must close after the current response. */
   protected closeAfter = false;
@@ -98,10 +98,6 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
   private h2Last: Uint8Array | null = null;
   /** The deadlines of origin streams waiting for their response head (shared by every exchange, see headDeadlines). */
   private h2Deadlines: DeadlineList | null = null;
-  /** The deadline of this.h2up's response head, while it waits for it. */
-  private h2Deadline: Deadline | null = null;
-  /** The flow this.h2up carries. */
-  private h2Flow: Flow | null = null;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -375,7 +371,11 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
     let stream: ClientHttp2Stream;
     // a body still to come may end with trailers: the stream then ends with them (none: an empty DATA frame ends it)
     const mayTrail = this.reqDecoder !== null || (body !== null && this.reqTrailers !== null && this.reqTrailers.length > 0);
-    this.stopH2Clock();
+    let deadline: Deadline | null = null;
+    const stopClock = () => {
+      if (deadline !== null) this.h2Deadlines!.cancel(deadline);
+      deadline = null;
+    };
     try {
       const headers = h1RequestToH2Object({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
       if (body !== null) {
@@ -384,9 +384,21 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
         delete headers["expect"];
         if (body.length > 0 || methodHasBody(r.method)) headers["content-length"] = String(body.length);
       }
-      // the exchange itself takes the stream's events (h2StreamResponse...: no promise, no closures per request);
-      // they come from the session's parsing, after this.h2up is set below
-      stream = this.ctx.h2pool!.openStreamWith(session, headers, body === null && this.reqDecoder === null, mayTrail, this);
+      // the handlers run synchronously from the stream's events (no promise per request); `stream` is set by then
+      stream = this.ctx.h2pool!.openStreamWith(session, headers, body === null && this.reqDecoder === null, mayTrail, {
+        response: (res) => {
+          stopClock();
+          this.onH2Response(flow, stream, res);
+        },
+        end: (t) => {
+          stopClock();
+          this.onH2End(flow, stream, t);
+        },
+        failed: (e) => {
+          stopClock();
+          this.onH2Failed(flow, stream, e);
+        },
+      });
       if (mayTrail) {
         const box = { fields: body !== null ? trailerFields(this.reqTrailers ?? []) : [] };
         if (body === null) this.h2ReqTrailers = box;
@@ -404,7 +416,6 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
       return this.failWith502(flow, flow.error);
     }
     this.h2up = stream;
-    this.h2Flow = flow;
     this.h2Reading = false;
     this.upstreamEnded = false;
     const timing = flow.capture ? flow.timing : null;
@@ -424,8 +435,8 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
       // no response head within the upstream idle timeout: 504 (as an HTTP/1 upstream that stays silent); one
       // timer for all the streams waiting (see DeadlineList)
       if (this.h2Deadlines === null || this.h2Deadlines.ms !== idleSec * 1000) this.h2Deadlines = headDeadlines(idleSec * 1000);
-      this.h2Deadline = this.h2Deadlines.add(() => {
-        this.h2Deadline = null;
+      deadline = this.h2Deadlines.add(() => {
+        deadline = null;
         this.onH2Failed(flow, stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`));
       });
     }
@@ -442,34 +453,6 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
       if (timing) timing.sent = performance.now();
     }
     this.resumeClient();
-  }
-
-  // H2StreamHandlers: the events of the origin's stream carrying this exchange (a stream this exchange dropped,
-  // cancelH2, is no longer this.h2up and its events are ignored)
-  h2StreamResponse(stream: ClientHttp2Stream, res: H2Response): void {
-    if (this.h2up !== stream || this.h2Flow === null) return;
-    this.stopH2Clock();
-    this.onH2Response(this.h2Flow, stream, res);
-  }
-
-  h2StreamEnd(stream: ClientHttp2Stream, trailers: HeaderList): void {
-    if (this.h2up !== stream || this.h2Flow === null) return;
-    this.stopH2Clock();
-    this.onH2End(this.h2Flow, stream, trailers);
-  }
-
-  h2StreamFailed(stream: ClientHttp2Stream, e: UpstreamError): void {
-    if (this.h2up !== stream || this.h2Flow === null) return;
-    this.stopH2Clock();
-    this.onH2Failed(this.h2Flow, stream, e);
-  }
-
-  /** The response head of this.h2up came (or the stream is over or dropped): its deadline is off. */
-  private stopH2Clock(): void {
-    const d = this.h2Deadline;
-    if (d === null) return;
-    this.h2Deadline = null;
-    this.h2Deadlines!.cancel(d);
   }
 
   /** Request body pieces to the upstream's HTTP/2 stream, with its backpressure. */
@@ -579,7 +562,6 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
   protected cancelH2(): void {
     const s = this.h2up;
     if (s === null) return;
-    this.stopH2Clock();
     this.h2up = null;
     this.h2Reading = false;
     if (!s.closed && !s.destroyed) s.close(NGHTTP2_CANCEL);
@@ -877,16 +859,10 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandlers {
       ok = this.writeResponseBody(this.h2Last);
       this.h2Last = null;
     }
-    // an HTTP/2 origin's DATA pieces are buffers of their own that nothing writes to afterwards (Bun hands out a
-    // new one per frame): the capture keeps them as they are, without a copy
-    const own = this.h2up !== null;
     for (let i = 0; i < data.length; i++) {
       const p = data[i]!;
       this.resBytes += p.length;
-      if (flow.capture) {
-        if (own) flow.resBody.addRead(p, 0);
-        else flow.resBody.add(p);
-      }
+      if (flow.capture) flow.resBody.add(p);
       // the last piece is held for responseComplete as one buffer (framed by copy); the others go out at once
       if (done && i === data.length - 1) last = this.lastResponsePiece(p);
       // an HTTP/2 origin's body reached its announced length: held until its stream ends (h2BodyEnded), to go

@@ -45,28 +45,17 @@ export interface H2Response {
   trailers: Promise<HeaderList>;
 }
 
-/**
- * What openStreamWith reports (see there), each call with the stream it is about: one object can serve its
- * streams without a closure per stream (the proxy's exchange implements this itself).
- */
+/** What openStreamWith reports (see there). */
 export interface H2StreamHandlers {
-  h2StreamResponse(stream: ClientHttp2Stream, res: H2Response): void;
-  h2StreamEnd(stream: ClientHttp2Stream, trailers: HeaderList): void;
-  h2StreamFailed(stream: ClientHttp2Stream, e: UpstreamError): void;
+  response(res: H2Response): void;
+  end(trailers: HeaderList): void;
+  failed(e: UpstreamError): void;
 }
 
 /** H2Response.trailers of a response handed to openStreamWith's handlers (they get the trailers through `end`). */
 const NO_TRAILERS_PROMISE: Promise<HeaderList> = Promise.resolve([]);
 
-/** The last keyOf() answer: a proxy sends most requests to a few origins, often one (no string built per request). */
-let lastKey = { host: "", port: 0, servername: undefined as string | undefined, key: "" };
-function keyOf(t: H2Target): string {
-  const l = lastKey;
-  if (t.port === l.port && t.host === l.host && t.servername === l.servername) return l.key;
-  const key = `${t.host}:${t.port}/${t.servername ?? t.host}`;
-  lastKey = { host: t.host, port: t.port, servername: t.servername, key };
-  return key;
-}
+const keyOf = (t: H2Target) => `${t.host}:${t.port}/${t.servername ?? t.host}`;
 
 /** node's header object as an ordered list (repeated fields as separate entries), without pseudo-headers. */
 export function headerList(h: IncomingHttpHeaders): HeaderList {
@@ -75,19 +64,6 @@ export function headerList(h: IncomingHttpHeaders): HeaderList {
     if (k.startsWith(":") || v === undefined) continue;
     if (Array.isArray(v)) for (const x of v) out.push([k, x]);
     else out.push([k, String(v)]);
-  }
-  return out;
-}
-
-/**
- * headerList from node's flat `rawHeaders` (`[name, value, name, value...]`, what Bun passes as the third argument of
- * 'response'): in wire order, without an entry array per field as Object.entries makes.
- */
-export function headerListFlat(raw: readonly string[]): HeaderList {
-  const out: HeaderList = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const k = raw[i]!;
-    if (k.charCodeAt(0) !== 58 /* ':' */) out.push([k, raw[i + 1]!]);
   }
   return out;
 }
@@ -232,9 +208,9 @@ export class H2UpstreamPool {
     response.catch(() => {});
     trailers.catch(() => {}); // the caller may not wait for them
     const stream = this.openStreamWith(session, headerObject(fields), endStream, waitForTrailers, {
-      h2StreamResponse: (_s, r) => onResponse({ ...r, trailers }),
-      h2StreamEnd: (_s, t) => onEnd(t),
-      h2StreamFailed: (_s, e) => {
+      response: (r) => onResponse({ ...r, trailers }),
+      end: onEnd,
+      failed: (e) => {
         failHead(e);
         failEnd(e);
       },
@@ -248,12 +224,11 @@ export class H2UpstreamPool {
 
   /**
    * openStream without promises (the proxy's hot path: one stream per request): `headers` is node's header object
-   * (pseudo-headers included). The handlers are called synchronously from the stream's events, with the stream,
-   * at most one of `h2StreamEnd` and `h2StreamFailed`, and `h2StreamResponse` (at most once) before `h2StreamEnd`:
-   *   h2StreamResponse  the final response head (read at the 'response' event, see H2Response.headOnly)
-   *   h2StreamEnd       the stream closed cleanly, with these trailers ([] when there were none)
-   *   h2StreamFailed    the stream failed (error, reset by the origin, closed before a response); also after the
-   *                     response
+   * (pseudo-headers included). The handlers are called synchronously from the stream's events, at most one of
+   * `end` and `failed`, and `response` (at most once) before `end`:
+   *   response  the final response head (read at the 'response' event, see H2Response.headOnly)
+   *   end       the stream closed cleanly, with these trailers ([] when there were none)
+   *   failed    the stream failed (error, reset by the origin, closed before a response); also after `response`
    * The body is paused until the caller reads it (see below). Throws (synchronously) when the session cannot open
    * a stream any more.
    */
@@ -272,16 +247,16 @@ export class H2UpstreamPool {
       if (state === 2) return;
       const before = state === 0;
       state = 2;
-      on.h2StreamFailed(stream, new UpstreamError("reset", before ? `HTTP/2 stream failed before the response: ${e.message}` : `HTTP/2 stream failed: ${e.message}`));
+      on.failed(new UpstreamError("reset", before ? `HTTP/2 stream failed before the response: ${e.message}` : `HTTP/2 stream failed: ${e.message}`));
     });
     // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
     // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
     // head-only answer once the stream has closed)
     // `on`, not `once`, here and for 'close' (no wrapper per stream): `state` already ignores a repeat
-    stream.on("response", (h, _flags, raw?: string[]) => {
+    stream.on("response", (h) => {
       if (state !== 0) return;
       state = 1;
-      on.h2StreamResponse(stream, { status: Number(h[":status"]), headers: Array.isArray(raw) ? headerListFlat(raw) : headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
+      on.response({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
     });
     stream.on("trailers", (h) => (got = headerList(h)));
     stream.on("close", () => {
@@ -289,9 +264,9 @@ export class H2UpstreamPool {
       const before = state === 0;
       state = 2;
       const code = stream.rstCode;
-      if (code && code !== http2.constants.NGHTTP2_NO_ERROR) on.h2StreamFailed(stream, new UpstreamError("reset", `the origin reset the stream (code ${code})`));
-      else if (before) on.h2StreamFailed(stream, new UpstreamError("closed", "the HTTP/2 stream closed before a response"));
-      else on.h2StreamEnd(stream, got ?? []);
+      if (code && code !== http2.constants.NGHTTP2_NO_ERROR) on.failed(new UpstreamError("reset", `the origin reset the stream (code ${code})`));
+      else if (before) on.failed(new UpstreamError("closed", "the HTTP/2 stream closed before a response"));
+      else on.end(got ?? []);
     });
     return stream;
   }
