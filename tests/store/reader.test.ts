@@ -44,11 +44,18 @@ test("list and search answer the same in the reader worker and on the main threa
   expect(s.readsOffThread).toBe(true);
   const inWorker = [];
   for (const q of QUERIES) inWorker.push(await s.list(q));
-  // a search over every compressed body: the main thread's timers fire while the worker works
+  // a search over every compressed body: the main thread's event loop turns while the worker works (an immediate
+  // queued before the request runs before the answer can come; a search done on this thread inside list() would
+  // settle in a microtask first, and no immediate would run). A timer here raced a fast answer.
   let ticks = 0;
-  const iv = setInterval(() => ticks++, 0);
+  let turning = true;
+  const tick = () => {
+    ticks++;
+    if (turning) setImmediate(tick);
+  };
+  setImmediate(tick);
   const scan = await s.list({ search: "q=" });
-  clearInterval(iv);
+  turning = false;
   expect(scan.total).toBe(3000);
   expect(ticks).toBeGreaterThan(0);
   const exported: number[] = [];
