@@ -3,10 +3,41 @@
  * valgrind's callgrind with instrumentation off, switching it on only for the measured requests, and reading the
  * instructions per thread from that window's dump.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { generateCA } from "../src/core/tls/ca.ts";
+import { LeafCertCache } from "../src/core/tls/leaf.ts";
 
 export type Kid = ReturnType<typeof Bun.spawn>;
+
+/**
+ * A bench's scratch: a temporary directory, the children it starts (stopped with SIGINT at exit) and a log
+ * prefixed with its name; the directory is removed at exit unless `keep`.
+ */
+export function benchScratch(name: string, keep = false): { tmp: string; kids: Kid[]; log: (s: string) => void } {
+  const tmp = mkdtempSync(join(tmpdir(), `tapwire-${name}-`));
+  const kids: Kid[] = [];
+  process.on("exit", () => {
+    for (const k of kids) {
+      try {
+        k.kill("SIGINT");
+      } catch {}
+    }
+    if (!keep) rmSync(tmp, { recursive: true, force: true });
+  });
+  return { tmp, kids, log: (s: string) => console.error(`[${name}] ${s}`) };
+}
+
+/** bench-upstream.ts (GET /1k.txt, 1,024 bytes; it wants a certificate for its HTTPS side): its HTTP port. */
+export async function startHttpUpstream(tmp: string, kids: Kid[]): Promise<number> {
+  const leaf = new LeafCertCache(generateCA()).get("localhost");
+  writeFileSync(join(tmp, "cert.pem"), leaf.cert);
+  writeFileSync(join(tmp, "key.pem"), leaf.key);
+  const upstream = Bun.spawn([process.execPath, join(import.meta.dir, "bench-upstream.ts"), join(tmp, "cert.pem"), join(tmp, "key.pem")], { stdout: "pipe", stderr: "inherit" });
+  kids.push(upstream);
+  return JSON.parse(await firstLine(upstream, /\n/)).http as number;
+}
 
 export function requireCallgrind(): void {
   if (Bun.spawnSync(["which", "callgrind_control"]).exitCode !== 0) {

@@ -21,12 +21,11 @@
  * writer commits tiny batches and the JIT threads run longer than they would.
  */
 import http2 from "node:http2";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectTls, writeH2Origin } from "./h2-common.ts";
-import { firstLine, measured, printPerRequest, requireCallgrind, startRelay, startTapwire, type Kid } from "./callgrind-common.ts";
+import { benchScratch, firstLine, measured, printPerRequest, requireCallgrind, startRelay, startTapwire } from "./callgrind-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -43,19 +42,9 @@ const { values: opt } = parseArgs({
 const N = Number(opt.streams);
 const BURSTS = Math.max(1, Math.round(Number(opt.requests) / N));
 const WARM = Math.max(1, Math.round(Number(opt.warmup) / N));
-const TMP = mkdtempSync(join(tmpdir(), "tapwire-h2-callgrind-"));
+const { tmp: TMP, kids, log } = benchScratch("h2-callgrind", opt.keep);
 const OUT = join(TMP, "callgrind");
 mkdirSync(OUT);
-const kids: Kid[] = [];
-const log = (s: string) => console.error(`[h2-callgrind] ${s}`);
-process.on("exit", () => {
-  for (const k of kids) {
-    try {
-      k.kill("SIGINT");
-    } catch {}
-  }
-  if (!opt.keep) rmSync(TMP, { recursive: true, force: true });
-});
 requireCallgrind();
 
 const { ca, caFile, script: originScript } = writeH2Origin(TMP);

@@ -9,13 +9,10 @@
  *   bun bench/http1-breakdown.ts [--dir CHECKOUT] [--relay] [--no-capture] [--requests 40000] [--connections 32]
  *                                [--warmup 10000] [--strace] [--cpu-prof DIR]
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { generateCA } from "../src/core/tls/ca.ts";
-import { LeafCertCache } from "../src/core/tls/leaf.ts";
-import { firstLine, type Kid } from "./callgrind-common.ts";
+import { benchScratch, firstLine, startHttpUpstream, type Kid } from "./callgrind-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -29,24 +26,9 @@ const { values: opt } = parseArgs({
     "cpu-prof": { type: "string" },
   },
 });
-const TMP = mkdtempSync(join(tmpdir(), "tapwire-http1-breakdown-"));
-const kids: Kid[] = [];
-const log = (s: string) => console.error(`[http1-breakdown] ${s}`);
-process.on("exit", () => {
-  for (const k of kids) {
-    try {
-      k.kill("SIGINT");
-    } catch {}
-  }
-  rmSync(TMP, { recursive: true, force: true });
-});
+const { tmp: TMP, kids, log } = benchScratch("http1-breakdown");
 
-const leaf = new LeafCertCache(generateCA()).get("localhost");
-writeFileSync(join(TMP, "cert.pem"), leaf.cert);
-writeFileSync(join(TMP, "key.pem"), leaf.key);
-const upstream = Bun.spawn([process.execPath, join(import.meta.dir, "bench-upstream.ts"), join(TMP, "cert.pem"), join(TMP, "key.pem")], { stdout: "pipe", stderr: "inherit" });
-kids.push(upstream);
-const upPort = JSON.parse(await firstLine(upstream, /\n/)).http as number;
+const upPort = await startHttpUpstream(TMP, kids);
 
 const straceOut = join(TMP, "strace.txt");
 const wrap = opt.strace ? ["strace", "-c", "-f", "-o", straceOut] : [];

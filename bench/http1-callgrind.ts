@@ -17,14 +17,11 @@
  * The upstream and this client run natively. Only the main thread's figure is comparable with production: under
  * callgrind the capture writer commits tiny batches and the JIT threads run longer than they would.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Socket } from "bun";
-import { generateCA } from "../src/core/tls/ca.ts";
-import { LeafCertCache } from "../src/core/tls/leaf.ts";
-import { firstLine, measured, printAreas, printPerRequest, requireCallgrind, startRelay, startTapwire, type Kid, type UnderCallgrind } from "./callgrind-common.ts";
+import { benchScratch, measured, printAreas, printPerRequest, requireCallgrind, startHttpUpstream, startRelay, startTapwire, type UnderCallgrind } from "./callgrind-common.ts";
 
 const { values: opt } = parseArgs({
   options: {
@@ -39,28 +36,12 @@ const { values: opt } = parseArgs({
   },
 });
 const C = Math.max(1, Number(opt.connections));
-const TMP = mkdtempSync(join(tmpdir(), "tapwire-http1-callgrind-"));
+const { tmp: TMP, kids, log } = benchScratch("http1-callgrind", opt.keep);
 const OUT = join(TMP, "callgrind");
 mkdirSync(OUT);
-const kids: Kid[] = [];
-const log = (s: string) => console.error(`[http1-callgrind] ${s}`);
-process.on("exit", () => {
-  for (const k of kids) {
-    try {
-      k.kill("SIGINT");
-    } catch {}
-  }
-  if (!opt.keep) rmSync(TMP, { recursive: true, force: true });
-});
 requireCallgrind();
 
-// The upstream: bench-upstream.ts (GET /1k.txt, 1,024 bytes), which also wants a certificate for its HTTPS side.
-const leaf = new LeafCertCache(generateCA()).get("localhost");
-writeFileSync(join(TMP, "cert.pem"), leaf.cert);
-writeFileSync(join(TMP, "key.pem"), leaf.key);
-const upstream = Bun.spawn([process.execPath, join(import.meta.dir, "bench-upstream.ts"), join(TMP, "cert.pem"), join(TMP, "key.pem")], { stdout: "pipe", stderr: "inherit" });
-kids.push(upstream);
-const upPort = JSON.parse(await firstLine(upstream, /\n/)).http as number;
+const upPort = await startHttpUpstream(TMP, kids);
 
 const proxy: UnderCallgrind = opt.relay
   ? await startRelay(kids, OUT, opt.jitdump!, [join(opt.dir!, "bench/peers/bun-relay.ts"), String(upPort)])
