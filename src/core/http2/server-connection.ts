@@ -43,33 +43,50 @@ export interface H2ServerOptions {
   maxHeaderListSize?: number;
 }
 
+/**
+ * One request stream from the client, as tapwire sees it (no Node stream types: the connection under it may be
+ * node:http2 or tapwire's own codec). The owner sets the callbacks synchronously in onRequest; events come after.
+ */
 export interface H2Request {
-  streamId: number;
-  method: string;
-  scheme: string | null;
-  authority: string | null;
+  readonly streamId: number;
+  readonly method: string;
+  readonly scheme: string | null;
+  readonly authority: string | null;
   /** the request target, origin-form */
-  path: string;
+  readonly path: string;
   /** HTTP/1-style fields: host first, cookie crumbs joined */
-  headers: HeaderList;
-  /** the body (HTTP/2 flow control behind it); ended at once for a request without one */
-  body: ServerHttp2Stream;
+  readonly headers: HeaderList;
+  /** the client ended its side with the request head: no body (and no trailers) follow */
+  readonly bodyless: boolean;
+  /** a piece of the request body (the owner's to keep) */
+  onData: ((chunk: Uint8Array) => void) | null;
+  /** the request body ended, with the client's trailers (null: none) */
+  onEnd: ((trailers: HeaderList | null) => void) | null;
+  /** a write() that answered false may be followed by more (the client's window or the socket has room again) */
+  onWritable: (() => void) | null;
+  /** called once when the stream has closed (ended both ways or reset): `code` is the reset code, 0 when none */
+  onClose: ((code: number) => void) | null;
+  /** stop / restart granting the client flow-control window for the body (bytes already sent still arrive) */
+  pause(): void;
+  resume(): void;
   /**
    * sends the response head (HTTP/1-style fields; connection-specific ones are dropped). `trailers` (default true):
    * the response may end with trailers (given to end()); false ends it with the last DATA frame instead
    */
   respond(status: number, headers: HeaderList, endStream?: boolean, trailers?: boolean): void;
-  /** the response body; false: wait for drain (ServerHttp2Stream's 'drain') */
+  /** an interim (1xx, not 101) response head; throws when it cannot be framed */
+  interim(status: number, headers: HeaderList): void;
+  /** the response body; false: wait for onWritable */
   write(chunk: Uint8Array): boolean;
   /**
    * ends the response, with trailers when given; `last`: the body's last piece, sent in the same call (as the
    * DATA frame that ends the stream when no trailers follow)
    */
   end(trailers?: HeaderList, last?: Uint8Array): void;
-  /** resets the stream (RST_STREAM, INTERNAL_ERROR unless given) */
+  /** resets the stream (RST_STREAM, INTERNAL_ERROR unless given); nothing when it is closed already */
   reset(code?: number): void;
-  /** called once when the stream has closed (its 'close' event: ended both ways or reset) */
-  onClose: (() => void) | null;
+  /** the stream has closed (ended both ways or reset) */
+  readonly closed: boolean;
 }
 
 export class H2ServerConnection {
@@ -168,7 +185,7 @@ export class H2ServerConnection {
 
 const noop = () => {};
 
-/** One request stream (H2Request): methods on a prototype, not closures per stream. */
+/** One request stream (H2Request) over node's ServerHttp2Stream: methods on a prototype, not closures per stream. */
 class Stream implements H2Request {
   readonly streamId: number;
   readonly method: string;
@@ -176,13 +193,20 @@ class Stream implements H2Request {
   readonly authority: string | null;
   readonly path: string;
   readonly headers: HeaderList;
+  readonly bodyless: boolean;
+  onData: ((chunk: Uint8Array) => void) | null = null;
+  onEnd: ((trailers: HeaderList | null) => void) | null = null;
+  onWritable: (() => void) | null = null;
+  onClose: ((code: number) => void) | null = null;
   /** the trailers end() was given (an empty block when none), sent on 'wantTrailers' */
   private wantTrailers: HeaderList | null = null;
+  private reqTrailers: HeaderList | null = null;
+  private drainHooked = false;
 
   constructor(
-    readonly body: ServerHttp2Stream,
+    private readonly body: ServerHttp2Stream,
     parts: H2RequestParts,
-    private readonly guard: H2FrameGuard,
+    guard: H2FrameGuard,
   ) {
     this.streamId = body.id ?? 0;
     this.method = parts.method;
@@ -190,14 +214,33 @@ class Stream implements H2Request {
     this.authority = parts.authority;
     this.path = parts.method === "CONNECT" ? (parts.authority ?? "") : (parts.path ?? "/");
     this.headers = parts.headers;
+    // endAfterHeaders (Bun 1.4.5): the client's side ended, possibly after DATA already buffered
+    this.bodyless = body.readableEnded || ((body as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true && body.readableLength === 0);
     // `on`, not `once` (no wrapper per stream): a stream emits 'close' once
     body.on("close", () => {
       guard.streamClosed(this.streamId);
-      this.onClose?.();
+      this.onClose?.(body.rstCode ?? 0);
     });
+    // the callbacks are read at each event: the owner sets them in onRequest, before any event comes
+    if (this.bodyless) body.resume();
+    else {
+      body.on("data", (c: Uint8Array) => this.onData?.(c));
+      body.on("trailers", (h) => (this.reqTrailers = headerListOf(h)));
+      body.on("end", () => this.onEnd?.(this.reqTrailers));
+    }
   }
 
-  onClose: (() => void) | null = null;
+  get closed(): boolean {
+    return this.body.closed || this.body.destroyed;
+  }
+
+  pause(): void {
+    this.body.pause();
+  }
+
+  resume(): void {
+    this.body.resume();
+  }
 
   respond(status: number, headers: HeaderList, endStream = false, trailers = true): void {
     const waitForTrailers = !endStream && trailers;
@@ -206,8 +249,22 @@ class Stream implements H2Request {
     if (waitForTrailers) this.body.once("wantTrailers", () => this.body.sendTrailers(headerObject(this.wantTrailers ?? [])));
   }
 
+  interim(status: number, headers: HeaderList): void {
+    const o = headerObject(headers.map(([k, v]) => [k.toLowerCase(), v]));
+    this.body.additionalHeaders({ ":status": status, ...o });
+  }
+
   write(chunk: Uint8Array): boolean {
-    return this.body.write(chunk);
+    if (this.body.write(chunk)) return true;
+    // a 'drain' listener only for the streams that need one
+    if (!this.drainHooked) {
+      this.drainHooked = true;
+      this.body.once("drain", () => {
+        this.drainHooked = false;
+        this.onWritable?.();
+      });
+    }
+    return false;
   }
 
   end(trailers?: HeaderList, last?: Uint8Array): void {
@@ -219,8 +276,20 @@ class Stream implements H2Request {
   }
 
   reset(code: number = http2.constants.NGHTTP2_INTERNAL_ERROR): void {
-    this.body.close(code);
+    if (!this.body.closed && !this.body.destroyed) this.body.close(code);
   }
+}
+
+/** node's header object as an ordered list (repeated fields as separate entries), without pseudo-headers. */
+function headerListOf(h: Record<string, string | string[] | undefined>): HeaderList {
+  const out: HeaderList = [];
+  for (const k in h) {
+    const v = h[k];
+    if (k.charCodeAt(0) === 58 || v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) out.push([k, x]);
+    else out.push([k, String(v)]);
+  }
+  return out;
 }
 
 /** Ordered fields as node's header object (repeated names become arrays). */
