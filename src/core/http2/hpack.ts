@@ -266,6 +266,29 @@ function decodeInt(b: Uint8Array, p: number, mask: number): number {
   return v;
 }
 
+/** RFC 7541 5.1 integer with an N-bit prefix (1-8) at bytes[offset] (the prefix's high bits are ignored): the value
+ *  and the offset after it. Throws HpackError when truncated or above 2^31-1. */
+export function decodeInteger(bytes: Uint8Array, offset: number, prefixBits: number): { value: number; end: number } {
+  if (offset >= bytes.length) throw new HpackError("truncated integer");
+  const value = decodeInt(bytes, offset, (1 << prefixBits) - 1);
+  return { value, end: pos };
+}
+
+/** RFC 7541 5.1 integer with an N-bit prefix; `first` holds the bits above the prefix. */
+export function encodeInteger(value: number, prefixBits: number, first = 0): Uint8Array {
+  const max = (1 << prefixBits) - 1;
+  const out = [first | Math.min(value, max)];
+  if (value >= max) {
+    value -= max;
+    while (value >= 128) {
+      out.push((value % 128) + 128);
+      value = Math.floor(value / 128);
+    }
+    out.push(value);
+  }
+  return Uint8Array.from(out);
+}
+
 let huffOut: Buffer = Buffer.allocUnsafe(256);
 
 function huffmanDecode(b: Uint8Array, p: number, end: number): string {
@@ -448,7 +471,7 @@ export class HpackEncoder {
     const size = Math.min(n, ENCODER_TABLE_CAP);
     const current = this.pendingFinal >= 0 ? this.pendingFinal : this.table.maxSize;
     if (size === current) return;
-    this.pendingMin = this.pendingMin < 0 ? Math.min(size, this.table.maxSize) : Math.min(this.pendingMin, size);
+    this.pendingMin = this.pendingMin < 0 ? size : Math.min(this.pendingMin, size);
     this.pendingFinal = size;
   }
 
