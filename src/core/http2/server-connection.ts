@@ -42,8 +42,8 @@ export interface H2ServerOptions {
 }
 
 /**
- * One request stream from the client, as tapwire sees it (no Node stream types: the connection under it may be
- * node:http2 or tapwire's own codec). The owner sets the callbacks synchronously in onRequest; events come after.
+ * One request stream from the client, as tapwire sees it (no Node stream types, no codec types). The owner sets
+ * the callbacks synchronously in onRequest; events come after.
  */
 export interface H2Request {
   readonly streamId: number;

@@ -1,19 +1,18 @@
 /**
  * HTTP/2 to origins. tapwire offers `h2` and `http/1.1` in ALPN and remembers, per origin (host, port, TLS name),
- * what the origin picked; an origin that picked h2 gets one HTTP/2 session that carries many streams (a new one
- * when it is closing, refused streams or reaches its concurrent-stream limit). Built on node:http2 over a node:tls
- * socket (Bun implements both; measured here: ~7k req/s over one session with the server in the same process).
+ * what the origin picked; an origin that picked h2 gets one HTTP/2 connection that carries many streams (a new one
+ * when it is going away or has as many streams open as the origin allows; the old one closes once its streams are
+ * done). Built on tapwire's own codec (H2Connection, client role) over a node:tls socket.
  *
  * The proxy sees an origin's connection as an H2Origin and each request as an H2UpstreamStream (tapwire's own
  * interfaces, flat field lists, no Node stream types); flow control stays behind them: a paused stream grants the
  * origin no more window, so a fast origin cannot make tapwire buffer without bound.
  */
-import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from "node:http2";
-import { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { HeaderList } from "../http1/types.ts";
-import { batchSessionWrites } from "../http2/batched-writes.ts";
-import { trailerFields } from "../http2/headers.ts";
+import { H2Connection, type H2Events } from "../http2/connection.ts";
+import { H2_ERROR } from "../http2/frames.ts";
+import { h2ResponseToH1Flat, trailerFields, trailersFromFlat } from "../http2/headers.ts";
 import { classifyConnectError, UpstreamError } from "./upstream.ts";
 
 export interface H2Target {
@@ -32,7 +31,7 @@ export interface H2PoolOptions {
 export type Alpn = "h2" | "http/1.1";
 
 /**
- * An origin's HTTP/2 connection as the proxy sees it (no Node types: node:http2 or tapwire's own codec under it).
+ * An origin's HTTP/2 connection as the proxy sees it (no Node types, no codec types).
  * `open` starts one request stream; its events go to the handler, synchronously, in this order: at most one
  * h2Response (h2Interim before it), h2Data pieces, then exactly one of h2End and h2Failed.
  */
@@ -92,46 +91,9 @@ export interface H2Response {
 
 const keyOf = (t: H2Target) => `${t.host}:${t.port}/${t.servername ?? t.host}`;
 
-/** node's header object as an ordered list (repeated fields as separate entries), without pseudo-headers. */
-export function headerList(h: IncomingHttpHeaders): HeaderList {
-  const out: HeaderList = [];
-  for (const [k, v] of Object.entries(h)) {
-    if (k.startsWith(":") || v === undefined) continue;
-    if (Array.isArray(v)) for (const x of v) out.push([k, x]);
-    else out.push([k, String(v)]);
-  }
-  return out;
-}
-
-/** Flat fields as node's header object (repeated names become arrays; set-cookie and friends stay separate). */
-function headerObjectFlat(fields: readonly string[]): Record<string, string | string[]> {
-  const o: Record<string, string | string[]> = {};
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const k = fields[i]!;
-    const v = fields[i + 1]!;
-    const prev = o[k];
-    if (prev === undefined) o[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else o[k] = [prev, v];
-  }
-  return o;
-}
-
-/** An ordered list as node's header object. */
-function headerObject(fields: HeaderList): Record<string, string | string[]> {
-  const o: Record<string, string | string[]> = {};
-  for (const [k, v] of fields) {
-    const prev = o[k];
-    if (prev === undefined) o[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else o[k] = [prev, v];
-  }
-  return o;
-}
-
 export class H2UpstreamPool {
   private readonly alpn = new Map<string, Alpn>();
-  private readonly sessions = new Map<string, NodeOrigin>();
+  private readonly sessions = new Map<string, CodecOrigin>();
   private readonly connecting = new Map<string, Promise<H2Origin | null>>();
   private closed = false;
 
@@ -215,15 +177,9 @@ export class H2UpstreamPool {
           sock.destroy();
           return resolve(null);
         }
-        const conn = batchedSocket(sock);
-        const session = http2.connect(`https://${servername}:${t.port}`, { createConnection: () => conn });
-        session.on("error", () => {}); // reported on the streams; the session is then dropped
-        const origin = new NodeOrigin(session, sock.remoteAddress ?? "");
-        const drop = () => {
-          if (this.sessions.get(key) === origin) this.sessions.delete(key);
-        };
-        session.once("close", drop);
-        session.once("goaway", drop);
+        const origin = new CodecOrigin(sock, sock.remoteAddress ?? "", (o) => {
+          if (this.sessions.get(key) === o) this.sessions.delete(key);
+        });
         this.sessions.set(key, origin);
         resolve(origin);
       });
@@ -305,165 +261,286 @@ class Collector implements H2StreamHandler {
   }
 }
 
-/** An origin's connection over node:http2. */
-class NodeOrigin implements H2Origin {
-  constructor(
-    readonly session: ClientHttp2Session,
-    readonly remoteAddress: string,
-  ) {}
+/**
+ * An origin's connection on tapwire's codec (H2Connection, client role) over the node:tls socket: frames gathered
+ * and written once per event-loop iteration, streams as small class instances (no closures per stream).
+ */
+class CodecOrigin implements H2Origin, H2Events {
+  private readonly conn: H2Connection;
+  private readonly streams = new Map<number, CodecUpstreamStream>();
+  private reading: ArrayBufferLike | null = null;
+  private scheduled = false;
+  private dead = false;
+  /** taken out of the pool (going away, or full): closed once its last stream is done */
+  retired = false;
+  sinkBlocked = false;
+  private readonly waitingSink = new Set<CodecUpstreamStream>();
+  private out: Uint8Array[] = [];
+  private readonly flushBound = () => this.flush();
+  /** an own property, not a method: H2Connection.flush() hands `events.write` on unbound */
+  readonly write = (bytes: Uint8Array): void => void this.out.push(bytes);
 
+  constructor(
+    private readonly sock: tls.TLSSocket,
+    readonly remoteAddress: string,
+    private readonly onGone: (o: CodecOrigin) => void,
+  ) {
+    this.conn = new H2Connection("client", this);
+    sock.on("data", (b: Uint8Array) => {
+      this.reading = b.buffer;
+      this.conn.feed(b);
+      this.reading = null;
+      this.schedule();
+    });
+    sock.on("drain", () => this.drained());
+    sock.on("close", () => this.conn.close(H2_ERROR.CANCEL, "the origin closed the connection"));
+    sock.on("error", () => {}); // 'close' follows
+    this.flush(); // the preface and our SETTINGS
+  }
+
+  /** open and able to take one more stream now */
   get usable(): boolean {
-    return !this.session.closed && !this.session.destroyed;
+    return !this.dead && !this.retired && !this.conn.goingAway && this.conn.openStreams < this.conn.peerMaxConcurrentStreams;
   }
 
   open(fields: string[], endStream: boolean, mayTrail: boolean, handler: H2StreamHandler): H2UpstreamStream {
-    const stream = this.session.request(headerObjectFlat(fields), { endStream, waitForTrailers: mayTrail && !endStream } as http2.ClientSessionRequestOptions);
-    return new NodeUpstreamStream(stream, handler, mayTrail && !endStream);
+    if (this.dead) throw new Error("the HTTP/2 connection is closed");
+    const id = this.conn.openStream(fields, endStream);
+    const s = new CodecUpstreamStream(this, this.conn, id, handler, mayTrail && !endStream, endStream);
+    this.streams.set(id, s);
+    this.schedule();
+    if (this.conn.openStreams >= this.conn.peerMaxConcurrentStreams) this.retire();
+    return s;
+  }
+
+  /** Out of the pool: new requests go to a new connection; this one closes once its streams are done. */
+  retire(): void {
+    if (this.retired) return;
+    this.retired = true;
+    this.onGone(this);
+    this.closeIfIdle();
+  }
+
+  private closeIfIdle(): void {
+    if (!this.retired || this.dead || this.streams.size > 0) return;
+    this.conn.goaway(H2_ERROR.NO_ERROR);
+    this.flush();
+    this.dead = true;
+    this.sock.end();
   }
 
   close(): void {
-    this.session.close();
+    if (this.dead) return;
+    this.retired = true;
+    this.conn.goaway(H2_ERROR.NO_ERROR);
+    this.flush();
+    this.conn.close(H2_ERROR.CANCEL, "the HTTP/2 pool is closed");
+    this.sock.end();
+  }
+
+  schedule(): void {
+    if (this.scheduled || this.dead) return;
+    this.scheduled = true;
+    setImmediate(this.flushBound);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.sock.destroyed) return;
+    this.conn.flush();
+    const parts = this.out;
+    if (parts.length === 0) return;
+    this.out = [];
+    if (!this.sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) this.sinkBlocked = true;
+  }
+
+  private drained(): void {
+    this.sinkBlocked = false;
+    if (this.waitingSink.size === 0) return;
+    const list = [...this.waitingSink];
+    this.waitingSink.clear();
+    for (const s of list) s.writableAgain();
+  }
+
+  waitForSink(s: CodecUpstreamStream): void {
+    this.waitingSink.add(s);
+  }
+
+  /** The stream is over (ended, failed or reset by us). */
+  streamDone(s: CodecUpstreamStream): void {
+    if (this.streams.get(s.id) === s) this.streams.delete(s.id);
+    this.waitingSink.delete(s);
+    if (this.retired) this.closeIfIdle();
+  }
+
+  // ---------------------------------------------------------------- H2Events (the codec calls these)
+
+  headers(streamId: number, fields: string[], endStream: boolean, trailers: boolean): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (trailers) return s.ended(trailersFromFlat(fields));
+    let head: { status: number; headers: HeaderList };
+    try {
+      head = h2ResponseToH1Flat(fields);
+    } catch (e) {
+      this.conn.reset(streamId, H2_ERROR.PROTOCOL_ERROR);
+      this.schedule();
+      return s.failed(new UpstreamError("reset", `invalid response head from the origin: ${(e as Error).message}`));
+    }
+    if (head.status < 200) return s.interim(head.status, head.headers);
+    s.response(head.status, head.headers, endStream);
+    if (endStream) s.ended([]);
+  }
+
+  data(streamId: number, bytes: Uint8Array, endStream: boolean): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) {
+      this.conn.consumed(streamId, bytes.length);
+      return;
+    }
+    if (!s.headSeen) {
+      this.conn.reset(streamId, H2_ERROR.PROTOCOL_ERROR);
+      this.schedule();
+      return s.failed(new UpstreamError("reset", "the origin sent DATA before a response head"));
+    }
+    // a view of the read is kept as it is (a socket read is a buffer of its own); a frame the codec pieced
+    // together from two reads sits in its reused buffer: copied
+    if (bytes.length > 0) s.data(bytes.buffer === this.reading ? bytes : bytes.slice());
+    if (endStream) s.ended(null);
+  }
+
+  reset(streamId: number, code: number): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    s.failed(new UpstreamError("reset", s.headSeen ? `the origin reset the stream (code ${code})` : code === H2_ERROR.REFUSED_STREAM ? "the origin refused the stream" : `HTTP/2 stream failed before the response (code ${code})`));
+  }
+
+  writable(streamId: number): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (this.sinkBlocked) this.waitForSink(s);
+    else s.writableAgain();
+  }
+
+  goaway(): void {
+    this.retire();
+  }
+
+  closed(): void {
+    this.dead = true;
+    this.retired = true;
+    this.onGone(this);
+    this.flush();
+    this.sock.destroy();
   }
 }
 
-/** One stream over node's ClientHttp2Stream: listeners on a prototype's methods, not closures per event. */
-class NodeUpstreamStream implements H2UpstreamStream {
-  /** 0: waiting for the head, 1: head seen, 2: settled (ended or failed) */
-  private state = 0;
-  private got: HeaderList | null = null;
-  private trailersOut: HeaderList = [];
+/** One request stream on a CodecOrigin. */
+class CodecUpstreamStream implements H2UpstreamStream {
+  headSeen = false;
+  private done = false;
   private paused = false;
-  private drainHooked = false;
+  private unconsumed = 0;
+  private trailers: HeaderList | null = null;
+  private localEnded: boolean;
 
   constructor(
-    private readonly stream: ClientHttp2Stream,
+    private readonly origin: CodecOrigin,
+    private readonly conn: H2Connection,
+    readonly id: number,
     private readonly h: H2StreamHandler,
-    mayTrail: boolean,
+    private readonly mayTrail: boolean,
+    endStream: boolean,
   ) {
-    // Paused until the head came. Bun 1.4.5 resumes a client stream that closes while nobody has started reading
-    // it (readableFlowing === null), which emits its buffered body to no listener: the body is lost and 'end'
-    // follows. When HEADERS, DATA and END_STREAM arrive in one read, that happens before a reader could attach.
-    // An explicit pause (readableFlowing === false) keeps the body buffered until resumed.
-    stream.pause();
-    // a stream error is reported once, however often it is emitted; `on`, not `once` (no wrapper per stream):
-    // `state` already ignores a repeat
-    stream.on("error", (e: Error) => {
-      if (this.state === 2) return;
-      const before = this.state === 0;
-      this.state = 2;
-      this.h.h2Failed(this, new UpstreamError("reset", before ? `HTTP/2 stream failed before the response: ${e.message}` : `HTTP/2 stream failed: ${e.message}`));
-    });
-    stream.on("headers", (hd) => {
-      const status = Number(hd[":status"]);
-      if (this.state === 0) this.h.h2Interim(this, status, headerList(hd));
-    });
-    // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
-    // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
-    // head-only answer once the stream has closed)
-    stream.on("response", (hd) => {
-      if (this.state !== 0) return;
-      this.state = 1;
-      this.h.h2Response(this, Number(hd[":status"]), headerList(hd), stream.endAfterHeaders === true);
-      if (this.state !== 1) return;
-      stream.on("data", (d: Uint8Array) => this.h.h2Data(this, d));
-      if (!this.paused) stream.resume();
-    });
-    stream.on("trailers", (hd) => (this.got = headerList(hd)));
-    stream.on("close", () => {
-      if (this.state === 2) return;
-      // the stream closed with body bytes still buffered (read paused): end after them
-      if (this.state === 1 && !stream.readableEnded && stream.readableLength > 0 && !stream.rstCode) return void stream.once("end", () => this.closed());
-      this.closed();
-    });
-    if (mayTrail) {
-      stream.once("wantTrailers", () => {
-        try {
-          stream.sendTrailers(headerObject(this.trailersOut));
-        } catch {
-          // the stream is gone (reset); its error reaches the handler on its own
-        }
-      });
-    }
+    this.localEnded = endStream;
   }
 
-  private closed(): void {
-    if (this.state === 2) return;
-    const before = this.state === 0;
-    this.state = 2;
-    const code = this.stream.rstCode;
-    if (code && code !== http2.constants.NGHTTP2_NO_ERROR) this.h.h2Failed(this, new UpstreamError("reset", `the origin reset the stream (code ${code})`));
-    else if (before) this.h.h2Failed(this, new UpstreamError("closed", "the HTTP/2 stream closed before a response"));
-    else this.h.h2End(this, this.got ?? []);
+  interim(status: number, headers: HeaderList): void {
+    if (!this.done && !this.headSeen) this.h.h2Interim(this, status, headers);
   }
 
-  get id(): number {
-    return this.stream.id ?? 0;
+  response(status: number, headers: HeaderList, headOnly: boolean): void {
+    if (this.done || this.headSeen) return;
+    this.headSeen = true;
+    this.h.h2Response(this, status, headers, headOnly);
+  }
+
+  data(bytes: Uint8Array): void {
+    if (this.done) return;
+    const n = bytes.length;
+    this.h.h2Data(this, bytes);
+    if (this.paused) this.unconsumed += n;
+    else if (!this.done) this.conn.consumed(this.id, n);
+  }
+
+  /** END_STREAM from the origin: with trailers (null: the last DATA frame ended it) */
+  ended(trailers: HeaderList | null): void {
+    if (this.done) return;
+    if (trailers !== null) this.trailers = trailers;
+    this.done = true;
+    // the request side may still be open (an origin that answers before the upload ended): the codec closes the
+    // stream once both sides ended; the exchange stops sending (and resets if it must)
+    this.origin.streamDone(this);
+    this.h.h2End(this, this.trailers ?? []);
+  }
+
+  failed(e: UpstreamError): void {
+    if (this.done) return;
+    this.done = true;
+    this.origin.streamDone(this);
+    this.h.h2Failed(this, e);
+  }
+
+  writableAgain(): void {
+    if (!this.done) this.h.h2Writable(this);
   }
 
   write(chunk: Uint8Array): boolean {
-    if (this.stream.write(chunk)) return true;
-    if (!this.drainHooked) {
-      this.drainHooked = true;
-      this.stream.once("drain", () => {
-        this.drainHooked = false;
-        this.h.h2Writable(this);
-      });
-    }
+    if (this.localEnded) return true;
+    const ok = this.conn.sendData(this.id, chunk, false);
+    this.origin.schedule();
+    if (!ok) return false;
+    if (!this.origin.sinkBlocked) return true;
+    this.origin.waitForSink(this);
     return false;
   }
 
   end(trailers?: HeaderList | null, last?: Uint8Array | null): void {
-    if (trailers) this.trailersOut = trailerFields(trailers);
-    if (last) this.stream.end(last);
-    else this.stream.end();
+    if (this.localEnded) return;
+    this.localEnded = true;
+    const t = trailers && this.mayTrail ? trailerFields(trailers) : null;
+    if (t !== null && t.length > 0) {
+      if (last) this.conn.sendData(this.id, last, false);
+      const flat: string[] = [];
+      for (const [k, v] of t) flat.push(k, v);
+      this.conn.sendHeaders(this.id, flat, true);
+    } else this.conn.sendData(this.id, last ?? EMPTY, true);
+    this.origin.schedule();
   }
 
   pause(): void {
     this.paused = true;
-    this.stream.pause();
   }
 
   resume(): void {
     this.paused = false;
-    if (this.state === 1) this.stream.resume();
+    if (this.unconsumed > 0) {
+      const n = this.unconsumed;
+      this.unconsumed = 0;
+      this.conn.consumed(this.id, n);
+      this.origin.schedule();
+    }
   }
 
-  reset(code: number = http2.constants.NGHTTP2_CANCEL): void {
-    this.state = 2;
-    if (!this.stream.closed && !this.stream.destroyed) this.stream.close(code);
+  reset(code: number = H2_ERROR.CANCEL): void {
+    const wasDone = this.done;
+    this.done = true;
+    this.localEnded = true;
+    // a stream the origin ended may still be open our way (request body): the codec forgets it at the reset
+    this.conn.reset(this.id, code);
+    this.origin.schedule();
+    if (!wasDone) this.origin.streamDone(this);
   }
 }
 
-/**
- * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
- * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
- * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one
- * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection: batchSessionWrites).
- * Backpressure both ways: while the socket is full the session's writes answer false until 'drain'; a session that
- * does not take the bytes pauses the socket.
- */
-function batchedSocket(sock: tls.TLSSocket): Duplex {
-  const d = new Duplex({
-    read: () => void sock.resume(),
-    final: (cb) => {
-      writes.flush();
-      sock.end();
-      cb();
-    },
-    destroy: (err, cb) => {
-      writes.flush();
-      sock.destroy();
-      cb(err);
-    },
-  });
-  const writes = batchSessionWrites(d, (b) => sock.write(b), () => sock.destroyed);
-  sock.on("drain", writes.drained);
-  sock.on("data", (b: Buffer) => {
-    if (!d.push(b)) sock.pause();
-  });
-  sock.on("end", () => d.push(null));
-  sock.on("close", () => d.destroy());
-  sock.on("error", (e) => d.destroy(e));
-  Object.defineProperty(d, "remoteAddress", { get: () => sock.remoteAddress });
-  return d;
-}
+const EMPTY = new Uint8Array(0);
