@@ -300,6 +300,7 @@ class CodecStream implements H2Request {
     if (this.remoteEnded) return;
     const n = bytes.length;
     this.onData?.(bytes);
+    if (this.closed) return; // reset from onData: the codec credited what the stream held
     if (this.paused) this.unconsumed += n;
     else this.conn.consumed(this.streamId, n);
   }
@@ -308,24 +309,28 @@ class CodecStream implements H2Request {
     if (this.remoteEnded) return;
     this.remoteEnded = true;
     this.onEnd?.(trailers);
-    if (this.localEnded && !this.closed) this.done(0);
+    if (this.localEnded && !this.closed) this.done(0, false);
   }
 
   peerReset(code: number): void {
     if (this.closed) return;
-    this.done(code);
+    this.done(code, true);
   }
 
-  private done(code: number): void {
+  private done(code: number, wasReset: boolean): void {
     this.closed = true;
     this.rstCode = code;
+    // what was taken while paused goes back to the connection's window (the codec credits it for a reset stream,
+    // not for one that ended both ways)
+    if (this.unconsumed > 0 && !wasReset) this.conn.consumed(this.streamId, this.unconsumed);
+    this.unconsumed = 0;
     this.owner.streamDone(this);
   }
 
   private localEnd(): void {
     this.localEnded = true;
     this.owner.schedule();
-    if (this.remoteEnded && !this.closed) this.done(0);
+    if (this.remoteEnded && !this.closed) this.done(0, false);
   }
 
   pause(): void {
@@ -387,7 +392,7 @@ class CodecStream implements H2Request {
     if (this.closed) return;
     this.conn.reset(this.streamId, code);
     this.localEnded = true;
-    this.done(code);
+    this.done(code, true);
     this.owner.schedule();
   }
 }

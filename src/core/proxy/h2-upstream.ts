@@ -470,7 +470,7 @@ class CodecUpstreamStream implements H2UpstreamStream {
     const n = bytes.length;
     this.h.h2Data(this, bytes);
     if (this.paused) this.unconsumed += n;
-    else if (!this.done) this.conn.consumed(this.id, n);
+    else if (!this.done) this.conn.consumed(this.id, n); // reset from h2Data: the codec credited what it held
   }
 
   /** END_STREAM from the origin: with trailers (null: the last DATA frame ended it) */
@@ -482,6 +482,13 @@ class CodecUpstreamStream implements H2UpstreamStream {
     // stream once both sides ended; the exchange stops sending (and resets if it must)
     this.origin.streamDone(this);
     this.h.h2End(this, this.trailers ?? []);
+    // the body is all here: what was taken while paused goes back to the connection's window (nobody resumes a
+    // stream that ended)
+    if (this.unconsumed > 0) {
+      this.conn.consumed(this.id, this.unconsumed);
+      this.unconsumed = 0;
+      this.origin.schedule();
+    }
   }
 
   failed(e: UpstreamError): void {
