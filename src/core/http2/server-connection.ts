@@ -168,7 +168,12 @@ export class H2ServerConnection implements H2Events {
       const parts = this.out;
       if (parts.length > 0) {
         this.out = [];
-        if (!this.sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) this.sinkBlocked = true;
+        if (!this.sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts)) && !this.sinkBlocked) {
+          // the client does not read: stop reading it too (no new streams, no WINDOW_UPDATEs that would make
+          // tapwire queue more for it) until the socket drains
+          this.sinkBlocked = true;
+          this.opts.pauseReading();
+        }
       }
     }
     if (this.closing.length > 0) {
@@ -179,6 +184,7 @@ export class H2ServerConnection implements H2Events {
   }
 
   private drained(): void {
+    if (this.sinkBlocked) this.opts.resumeReading();
     this.sinkBlocked = false;
     if (this.waitingSink.size === 0) return;
     const list = [...this.waitingSink];

@@ -3,7 +3,7 @@ import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, seri
 import { forwardableAsIs, getHeader, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
 import { h1RequestToH2Flat, trailerFields } from "../http2/headers.ts";
-import type { H2Origin, H2StreamHandler, H2UpstreamStream } from "./h2-upstream.ts";
+import { type H2Origin, H2Refused, type H2StreamHandler, type H2UpstreamStream } from "./h2-upstream.ts";
 import { type Deadline, DeadlineList } from "./deadlines.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type BodyCapture, type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
@@ -14,6 +14,8 @@ import { type UpstreamConn, UpstreamError, type UpstreamOwner, type UpstreamTarg
 export const EMPTY = new Uint8Array(0);
 /** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
 const MAX_INTERIM = 10;
+/** Refused HTTP/2 streams sent again per request (see retryH2). */
+const MAX_H2_REFUSALS = 5;
 const CHUNKED: Framing = { kind: "chunked" };
 /** Chunks this large go out as size line, data and CRLF, without copying the data into a framed buffer. */
 const CHUNK_COPY_MAX = 8 * 1024;
@@ -96,6 +98,8 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
   private h2Deadlines: DeadlineList | null = null;
   /** The deadline of this exchange's origin stream waiting for its response head. */
   private h2Deadline: Deadline | null = null;
+  /** Times this request's HTTP/2 stream was refused and sent again (see retryH2). */
+  private h2Refusals = 0;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -180,6 +184,7 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
     this.reqPartsSize = 0;
     this.reqBodyBytesSent = 0;
     this.retried = false;
+    this.h2Refusals = 0;
     this.resState = "none";
     this.resHead = null;
     this.resHeadSent = false;
@@ -376,6 +381,8 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
       // this exchange is the stream's handler: its events come to the h2* methods (no closures per request)
       stream = origin.open(fields, body === null && this.reqDecoder === null, mayTrail, this);
     } catch (e) {
+      // the connection filled up (or went away) since the pool handed it out: once more, on another
+      if (e instanceof H2Refused && this.retryH2(flow)) return;
       flow.error = `cannot send the request over HTTP/2: ${(e as Error).message}`;
       return this.failWith502(flow, flow.error);
     }
@@ -516,10 +523,27 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
     if (this.h2up !== stream || !flow || this.mode === "closed") return;
     this.cancelH2();
     if (this.resState === "done") return;
+    // refused (REFUSED_STREAM, or above the last stream id of a GOAWAY): the origin did not process it (RFC 9113 8.7)
+    if (e instanceof H2Refused && this.retryH2(flow)) return;
     flow.error = e.message;
     if (!this.resHeadSent) return this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
     this.finishFailed(flow);
     this.destroy();
+  }
+
+  /**
+   * Sends the request again after its HTTP/2 stream was refused (up to MAX_H2_REFUSALS times: an origin with a low
+   * stream limit under many concurrent requests refuses several in a row, each time on a fuller connection), when
+   * nothing of it is lost: no response
+   * byte reached the client and the body (if any) is held whole or was not sent yet. False: not retried.
+   */
+  private retryH2(flow: Flow): boolean {
+    if (this.h2Refusals >= MAX_H2_REFUSALS || this.resHeadSent || this.interim > 0 || !(flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) return false;
+    this.h2Refusals++;
+    this.h2up = null;
+    this.reqState = "hooks";
+    this.forward(flow);
+    return true;
   }
 
   /** Lets go of the upstream connection or stream of this exchange (the exchange is abandoned). */

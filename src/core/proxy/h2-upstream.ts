@@ -89,6 +89,16 @@ export interface H2Response {
   trailers: Promise<HeaderList>;
 }
 
+/**
+ * A stream the origin did not process (REFUSED_STREAM, or above the last stream id of its GOAWAY), or one that could
+ * not be opened because the connection filled up or is going away: safe to send again (RFC 9113 8.7).
+ */
+export class H2Refused extends UpstreamError {
+  constructor(message: string) {
+    super("reset", message);
+  }
+}
+
 const keyOf = (t: H2Target) => `${t.host}:${t.port}/${t.servername ?? t.host}`;
 
 export class H2UpstreamPool {
@@ -304,7 +314,10 @@ class CodecOrigin implements H2Origin, H2Events {
   }
 
   open(fields: string[], endStream: boolean, mayTrail: boolean, handler: H2StreamHandler): H2UpstreamStream {
-    if (this.dead) throw new Error("the HTTP/2 connection is closed");
+    if (this.dead || this.conn.goingAway || this.conn.openStreams >= this.conn.peerMaxConcurrentStreams) {
+      this.retire();
+      throw new H2Refused(this.dead ? "the HTTP/2 connection is closed" : this.conn.goingAway ? "the HTTP/2 connection is going away" : `the origin allows ${this.conn.peerMaxConcurrentStreams} streams at once`);
+    }
     const id = this.conn.openStream(fields, endStream);
     const s = new CodecUpstreamStream(this, this.conn, id, handler, mayTrail && !endStream, endStream);
     this.streams.set(id, s);
@@ -351,10 +364,15 @@ class CodecOrigin implements H2Origin, H2Events {
     const parts = this.out;
     if (parts.length === 0) return;
     this.out = [];
-    if (!this.sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))) this.sinkBlocked = true;
+    if (!this.sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts)) && !this.sinkBlocked) {
+      // the origin does not read: stop reading it too until its socket drains
+      this.sinkBlocked = true;
+      this.sock.pause();
+    }
   }
 
   private drained(): void {
+    if (this.sinkBlocked) this.sock.resume();
     this.sinkBlocked = false;
     if (this.waitingSink.size === 0) return;
     const list = [...this.waitingSink];
@@ -412,7 +430,8 @@ class CodecOrigin implements H2Origin, H2Events {
   reset(streamId: number, code: number): void {
     const s = this.streams.get(streamId);
     if (s === undefined) return;
-    s.failed(new UpstreamError("reset", s.headSeen ? `the origin reset the stream (code ${code})` : code === H2_ERROR.REFUSED_STREAM ? "the origin refused the stream" : `HTTP/2 stream failed before the response (code ${code})`));
+    if (!s.headSeen && code === H2_ERROR.REFUSED_STREAM) s.failed(new H2Refused("the origin refused the stream"));
+    else s.failed(new UpstreamError("reset", s.headSeen ? `the origin reset the stream (code ${code})` : `HTTP/2 stream failed before the response (code ${code})`));
   }
 
   writable(streamId: number): void {
