@@ -271,7 +271,8 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
     }
     if (this.h2up !== null) return this.requestBodyToH2(flow, this.h2up, data, done);
     // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
-    const up = this.upstream!;
+    const up = this.upstream;
+    if (up === null) return; // the origin's HTTP/2 stream ended before the body did (see h2BodyEnded): dropped
     up.touch();
     let ok = true;
     const dec = framed !== null ? (this.reqDecoder as ChunkedDecoder) : null;
@@ -504,6 +505,10 @@ export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
   /** After the stream ended: complete the response, unless the hooks still hold it (afterResponseHeaders calls again). */
   protected h2BodyEnded(flow: Flow): void {
     if (!this.upstreamEnded || this.h2up === null) return;
+    // the origin answered before the request body ended: the rest of it is not sent (RST_STREAM CANCEL, so the
+    // stream does not stay open our way on the connection); what the client still sends is dropped
+    // (requestBodyData), and the client connection does as after any response that outran its request
+    if (this.reqState !== "done" && this.resState !== "hooks") this.h2up.reset(NGHTTP2_CANCEL);
     if (this.resState === "body") {
       this.h2up = null;
       const held = this.h2Last;

@@ -34,6 +34,13 @@ beforeAll(async () => {
   h2srv = http2.createSecureServer({ cert: leaf.cert, key: leaf.key, allowHTTP1: false });
   h2srv.on("stream", (stream: http2.ServerHttp2Stream, headers) => {
     stream.on("error", () => {});
+    if (headers[":path"] === "/early") {
+      // answers at once, before the request body, and does not reset the stream: the rest of the body is the
+      // client's (tapwire's) to stop
+      stream.respond({ ":status": 200, "content-type": "text/plain" });
+      stream.end("early");
+      return;
+    }
     const h = createHash("sha256");
     let n = 0;
     stream.on("data", (c: Buffer) => {
@@ -116,4 +123,36 @@ test("8 MiB of random bytes down (read in bursts) and up, through HTTP/2 on both
   });
   expect(answer).toBe(`${SIZE} ${sha(up)}`);
   s.close();
+});
+
+test("an origin that answers before the request body ended: the client gets the answer, the origin stream is closed", async () => {
+  const s = await session();
+  const answer = await new Promise<string>((resolve, reject) => {
+    const req = s.request({ ":method": "POST", ":path": "/early" });
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (d) => (text += d));
+    req.on("end", () => resolve(text));
+    req.on("error", reject);
+    req.write(randomBytes(64 * 1024));
+    // the rest of the body goes once the answer is in (the client may still send it; tapwire drops it)
+    req.once("response", () => req.end(randomBytes(64 * 1024)));
+  });
+  expect(answer).toBe("early");
+  // the same client connection still works, and no stream stays open on the origin connection
+  const again = await new Promise<number>((resolve, reject) => {
+    const req = s.request({ ":path": "/up" });
+    let status = 0;
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.on("end", () => resolve(status));
+    req.on("error", reject);
+    req.resume();
+    req.end();
+  });
+  expect(again).toBe(200);
+  s.close();
+  const pool = svc.proxyCtx!.h2pool! as unknown as { sessions: Map<string, { conn: { openStreams: number } }> };
+  const open = [...pool.sessions.values()].map((o) => o.conn.openStreams);
+  expect(open.length).toBeGreaterThan(0);
+  expect(open.every((n) => n === 0)).toBe(true);
 });
