@@ -812,6 +812,7 @@ export class H2Connection {
     }
     for (; i < list.length; i++) {
       const s = list[i]!;
+      s.inBlocked = false;
       if (!s.gone && s.queue !== null) this.markBlocked(s);
     }
     this.emitWritable();

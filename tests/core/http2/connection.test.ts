@@ -1,4 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import http2 from "node:http2";
+import net from "node:net";
 import { H2Connection, type H2Settings } from "../../../src/core/http2/connection.ts";
 import { FRAME, H2_ERROR } from "../../../src/core/http2/frames.ts";
 import { HpackDecoder } from "../../../src/core/http2/hpack.ts";
@@ -16,6 +18,11 @@ const u32 = (v: number) => {
   return b;
 };
 const windowUpdate = (stream: number, inc: number) => frame(FRAME.WINDOW_UPDATE, 0, stream, u32(inc));
+const pattern = (n: number, seed = 0) => {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + seed) & 0xff;
+  return b;
+};
 const goawayCode = (f: ParsedFrame) => f.payload.readUInt32BE(4);
 
 interface Recorded {
@@ -327,6 +334,32 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.writables).toEqual([1, 3]);
   });
 
+  test("many streams blocked on the connection window all progress as connection WINDOW_UPDATEs come, a little at a time", () => {
+    const { c, ev, frames } = server({}, [[4, 1 << 20]]);
+    const ids = [1, 3, 5, 7, 9];
+    for (const id of ids) {
+      c.feed(headersFrame(id, C31, true));
+      c.sendHeaders(id, [":status", "200"], false);
+    }
+    // streams 1 and 3 go whole, 5 in part; 5, 7 and 9 wait
+    expect(ids.map((id) => c.sendData(id, pattern(30000, id), true))).toEqual([true, true, false, false, false]);
+    let got = frames().filter((f) => f.type === FRAME.DATA).reduce((n, f) => n + f.payload.length, 0);
+    expect(got).toBe(65535);
+    // 2 bytes short of the rest, in steps of 7,000
+    const rest = 5 * 30000 - 65535;
+    for (let sent = 0; sent < rest - 2; sent += 7000) {
+      c.feed(windowUpdate(0, Math.min(7000, rest - 2 - sent)));
+      got += frames().filter((f) => f.type === FRAME.DATA).reduce((n, f) => n + f.payload.length, 0);
+    }
+    expect(got).toBe(5 * 30000 - 2);
+    expect(ev.writables).toEqual([5, 7]);
+    c.feed(windowUpdate(0, 2));
+    const last = frames().filter((f) => f.type === FRAME.DATA);
+    expect(last.map((f) => [f.stream, f.payload.length, f.flags])).toEqual([[9, 2, 1]]);
+    expect(ev.writables).toEqual([5, 7, 9]);
+    expect(c.openStreams).toBe(0);
+  });
+
   test("receiving: WINDOW_UPDATEs only once half the window is consumed; without consumed() the peer is held to the window", () => {
     const { c, ev, frames } = server({ initialWindowSize: 1000 });
     c.feed(headersFrame(1, C31, false));
@@ -470,5 +503,515 @@ describe("H2Connection client role: byte fixtures", () => {
     const b = client();
     b.c.feed(pingFrame());
     expect(b.ev.closed?.[0]).toBe(H2_ERROR.PROTOCOL_ERROR);
+  });
+});
+
+// ---------------------------------------------------------------- real peers over loopback TCP
+
+class StreamRec {
+  heads: string[][] = [];
+  trailers: string[] | null = null;
+  chunks: Buffer[] = [];
+  bytes = 0;
+  /** DATA bytes delivered and not consumed */
+  held = 0;
+  maxHeld = 0;
+  ended = false;
+  resetCode: number | null = null;
+  /** consumed bytes owed once the echo queue drains */
+  owed = 0;
+  readonly done: Promise<StreamRec>;
+  resolve!: (r: StreamRec) => void;
+  constructor(readonly id: number) {
+    this.done = new Promise((r) => (this.resolve = r));
+  }
+  body(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+interface PeerHandlers {
+  /** server: a request head came (trailers go to rec.trailers) */
+  head?(p: Peer, rec: StreamRec, endStream: boolean): void;
+  /** DATA came (after it was recorded) */
+  data?(p: Peer, rec: StreamRec, bytes: Uint8Array, endStream: boolean): void;
+  /** the peer ended its side */
+  end?(p: Peer, rec: StreamRec): void;
+  writable?(p: Peer, id: number): void;
+}
+
+/** An owner of an H2Connection on a socket, the way tapwire's wiring does it: feed on read, flush once per iteration. */
+class Peer {
+  readonly conn: H2Connection;
+  readonly streams = new Map<number, StreamRec>();
+  /** consumed() is called as DATA arrives (false: the test decides) */
+  autoConsume = true;
+  totalHeld = 0;
+  maxTotalHeld = 0;
+  goaways: [number, number][] = [];
+  readonly goawayReceived: Promise<void>;
+  private goawayResolve!: () => void;
+  closedWith: [number, string] | null = null;
+  readonly closed: Promise<void>;
+  private closedResolve!: () => void;
+  private scheduled = false;
+  /** resolved by the next DATA event (tests waiting for the peer to fill a window) */
+  private dataWaiters: (() => void)[] = [];
+
+  constructor(
+    role: "server" | "client",
+    readonly sock: net.Socket,
+    local: Partial<H2Settings> | undefined,
+    readonly h: PeerHandlers = {},
+  ) {
+    this.closed = new Promise((r) => (this.closedResolve = r));
+    this.goawayReceived = new Promise((r) => (this.goawayResolve = r));
+    this.conn = new H2Connection(
+      role,
+      {
+        write: (b) => {
+          if (!sock.destroyed) sock.write(b);
+        },
+        headers: (id, fields, endStream, trailers) => {
+          let rec = this.streams.get(id);
+          if (!rec) this.streams.set(id, (rec = new StreamRec(id)));
+          if (trailers) rec.trailers = fields;
+          else rec.heads.push(fields);
+          if (!trailers) h.head?.(this, rec, endStream);
+          if (endStream) this.ended(rec);
+        },
+        data: (id, bytes, endStream) => {
+          const rec = this.streams.get(id)!;
+          rec.chunks.push(Buffer.from(bytes));
+          rec.bytes += bytes.length;
+          rec.held += bytes.length;
+          this.totalHeld += bytes.length;
+          if (rec.held > rec.maxHeld) rec.maxHeld = rec.held;
+          if (this.totalHeld > this.maxTotalHeld) this.maxTotalHeld = this.totalHeld;
+          if (this.autoConsume) this.consume(rec);
+          h.data?.(this, rec, bytes, endStream);
+          if (endStream) this.ended(rec);
+          for (const w of this.dataWaiters.splice(0)) w();
+        },
+        reset: (id, code) => {
+          const rec = this.streams.get(id) ?? new StreamRec(id);
+          this.streams.set(id, rec);
+          this.totalHeld -= rec.held;
+          rec.held = 0;
+          rec.resetCode = code;
+          rec.resolve(rec);
+        },
+        writable: (id) => h.writable?.(this, id),
+        goaway: (last, code) => {
+          this.goaways.push([last, code]);
+          this.goawayResolve();
+        },
+        closed: (code, reason) => {
+          this.closedWith = [code, reason];
+          this.closedResolve();
+        },
+      },
+      local,
+    );
+    sock.on("data", (d) => {
+      this.conn.feed(d);
+      this.sched();
+    });
+    sock.on("error", () => {});
+    sock.on("close", () => {
+      this.conn.close();
+      this.closedResolve();
+    });
+    this.sched();
+  }
+
+  sched(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.conn.flush();
+    });
+  }
+
+  private ended(rec: StreamRec): void {
+    rec.ended = true;
+    this.h.end?.(this, rec);
+    rec.resolve(rec);
+  }
+
+  consume(rec: StreamRec, n = rec.held): void {
+    rec.held -= n;
+    this.totalHeld -= n;
+    this.conn.consumed(rec.id, n);
+    this.sched();
+  }
+
+  /** resolves at the next DATA event */
+  nextData(): Promise<void> {
+    return new Promise((r) => this.dataWaiters.push(r));
+  }
+
+  /** client role: a request; the body goes in one sendData (the connection queues what the windows do not allow) */
+  request(fields: string[], body?: Uint8Array, trailers?: string[]): StreamRec {
+    const id = this.conn.openStream(fields, !body && !trailers);
+    const rec = new StreamRec(id);
+    this.streams.set(id, rec);
+    if (body) this.conn.sendData(id, body, !trailers);
+    if (trailers) this.conn.sendHeaders(id, trailers, true);
+    this.sched();
+    return rec;
+  }
+
+  respond(id: number, fields: string[], body?: Uint8Array, trailers?: string[]): void {
+    this.conn.sendHeaders(id, fields, !body && !trailers);
+    if (body) this.conn.sendData(id, body, !trailers);
+    if (trailers) this.conn.sendHeaders(id, trailers, true);
+    this.sched();
+  }
+}
+
+/** An echo server: the request body goes back as it arrives, consumed() once sent (a relay's backpressure). */
+const echoHandlers: PeerHandlers = {
+  head(p, rec, endStream) {
+    const req = rec.heads[0]!;
+    const path = req[req.indexOf(":path") + 1]!;
+    const extra = path.startsWith("/big-head") ? ["x-big", "h".repeat(40000)] : [];
+    p.conn.sendHeaders(rec.id, [":status", "200", "x-path", path, ...extra], false);
+    if (endStream) p.conn.sendData(rec.id, Buffer.from(`no body ${path}`), true);
+    p.sched();
+  },
+  data(p, rec, bytes, endStream) {
+    if (p.autoConsume) return;
+    rec.owed += bytes.length;
+    if (p.conn.sendData(rec.id, Buffer.from(bytes), endStream && !rec.trailers)) {
+      p.consume(rec, rec.owed);
+      rec.owed = 0;
+    }
+    p.sched();
+  },
+  writable(p, id) {
+    const rec = p.streams.get(id)!;
+    p.consume(rec, rec.owed);
+    rec.owed = 0;
+  },
+  end(p, rec) {
+    if (rec.trailers) {
+      p.conn.sendHeaders(rec.id, ["x-got-trailers", rec.trailers.join("=")], true);
+      p.sched();
+    }
+  },
+};
+
+interface TestServer {
+  port: number;
+  peers: Peer[];
+  firstPeer: Promise<Peer>;
+  close(): Promise<void>;
+}
+
+/** tapwire's server role on a loopback port */
+async function serveH2(local?: Partial<H2Settings>, handlers: PeerHandlers = echoHandlers, autoConsume = false): Promise<TestServer> {
+  const peers: Peer[] = [];
+  let first!: (p: Peer) => void;
+  const firstPeer = new Promise<Peer>((r) => (first = r));
+  const srv = net.createServer((sock) => {
+    const p = new Peer("server", sock, local, handlers);
+    p.autoConsume = autoConsume;
+    peers.push(p);
+    first(p);
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  return {
+    port: (srv.address() as net.AddressInfo).port,
+    peers,
+    firstPeer,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const p of peers) p.sock.destroy();
+        srv.close(() => r());
+      }),
+  };
+}
+
+function nodeRequest(client: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer, options?: http2.ClientSessionRequestOptions) {
+  const req = client.request(headers, options);
+  const chunks: Buffer[] = [];
+  let head: http2.IncomingHttpHeaders | null = null;
+  let trailers: http2.IncomingHttpHeaders | null = null;
+  req.on("response", (h) => (head = h));
+  req.on("trailers", (t) => (trailers = t));
+  req.on("data", (d: Buffer) => chunks.push(d));
+  const done = new Promise<{ head: http2.IncomingHttpHeaders | null; body: Buffer; trailers: http2.IncomingHttpHeaders | null; rstCode: number }>((resolve) => {
+    req.on("close", () => resolve({ head, body: Buffer.concat(chunks), trailers, rstCode: req.rstCode ?? 0 }));
+    req.on("error", () => {});
+  });
+  if (body) req.end(body);
+  else if (!options?.waitForTrailers && options?.endStream !== false) req.end();
+  return { req, done };
+}
+
+describe("H2Connection server role against node:http2's client", () => {
+  test("150 parallel streams on one connection, with and without bodies", async () => {
+    // node's client opens them all before our SETTINGS arrive: the default limit of 100 would refuse 50
+    const s = await serveH2({ maxConcurrentStreams: 256 });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const reqs = [];
+      for (let i = 0; i < 150; i++) reqs.push(nodeRequest(client, { ":path": `/r${i}`, ":method": i % 2 ? "POST" : "GET" }, i % 2 ? pattern(3000, i) : undefined).done);
+      const res = await Promise.all(reqs);
+      for (let i = 0; i < 150; i++) {
+        expect(res[i]!.head?.[":status"]).toBe(200);
+        expect(res[i]!.head?.["x-path"]).toBe(`/r${i}`);
+        if (i % 2) expect(res[i]!.body.equals(pattern(3000, i))).toBe(true);
+        else expect(res[i]!.body.toString()).toBe(`no body /r${i}`);
+      }
+      const p = await s.firstPeer;
+      expect(p.closedWith).toBeNull();
+      expect(p.conn.openStreams).toBe(0);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("bodies larger than every window, both ways (4 MiB echoed: our 1 MiB stream window, node's 64 KiB)", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const body = pattern(4 << 20, 7);
+      const [a, b] = await Promise.all([nodeRequest(client, { ":path": "/a", ":method": "POST" }, body).done, nodeRequest(client, { ":path": "/b", ":method": "POST" }, body).done]);
+      expect(a.body.length).toBe(body.length);
+      expect(a.body.equals(body)).toBe(true);
+      expect(b.body.equals(body)).toBe(true);
+      const p = await s.firstPeer;
+      for (const rec of p.streams.values()) expect(rec.maxHeld).toBeLessThanOrEqual(1 << 20);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("a reader that stops calling consumed() stops the peer: the bytes held stay within the stream and connection windows", async () => {
+    const s = await serveH2({ initialWindowSize: 256 * 1024, connectionWindow: 512 * 1024 }, {}, false);
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const body = pattern(1 << 20, 3);
+      const reqs = [0, 1, 2].map((i) => nodeRequest(client, { ":path": `/slow${i}`, ":method": "POST" }, body));
+      const p = await s.firstPeer;
+      while (p.totalHeld < 512 * 1024) await p.nextData();
+      // the connection window is full; a PING round trip shows nothing more was on its way
+      await new Promise<void>((r, j) => client.ping((err) => (err ? j(err) : r())));
+      expect(p.totalHeld).toBe(512 * 1024);
+      expect(p.maxTotalHeld).toBe(512 * 1024);
+      for (const rec of p.streams.values()) expect(rec.maxHeld).toBeLessThanOrEqual(256 * 1024);
+      // the reader takes the bytes again: everything arrives
+      p.autoConsume = true;
+      for (const rec of p.streams.values()) p.consume(rec);
+      const recs = await Promise.all([...p.streams.values()].map((r) => r.done));
+      for (const rec of recs) {
+        expect(rec.ended).toBe(true);
+        expect(rec.body().equals(body)).toBe(true);
+        p.respond(rec.id, [":status", "204"]);
+      }
+      for (const r of reqs) expect((await r.done).head?.[":status"]).toBe(204);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("trailers both ways", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const { req, done } = nodeRequest(client, { ":path": "/t", ":method": "POST" }, undefined, { waitForTrailers: true });
+      req.on("wantTrailers", () => req.sendTrailers({ "x-req-trailer": "yes" }));
+      req.end(Buffer.from("payload"));
+      const res = await done;
+      expect(res.body.toString()).toBe("payload");
+      expect(res.trailers?.["x-got-trailers"]).toBe("x-req-trailer=yes");
+      const rec = (await s.firstPeer).streams.get(1)!;
+      expect(rec.trailers).toEqual(["x-req-trailer", "yes"]);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("RST_STREAM both ways", async () => {
+    const s = await serveH2({}, {
+      head(p, rec) {
+        const path = rec.heads[0]![rec.heads[0]!.indexOf(":path") + 1];
+        if (path === "/server-resets") {
+          p.conn.reset(rec.id, H2_ERROR.INTERNAL_ERROR);
+          p.sched();
+        } else {
+          p.conn.sendHeaders(rec.id, [":status", "200"], false);
+          p.sched();
+        }
+      },
+    });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const a = nodeRequest(client, { ":path": "/server-resets" });
+      expect((await a.done).rstCode).toBe(H2_ERROR.INTERNAL_ERROR);
+      const b = nodeRequest(client, { ":path": "/client-resets", ":method": "POST" }, undefined, { endStream: false });
+      await new Promise((r) => b.req.on("response", r));
+      b.req.close(http2.constants.NGHTTP2_CANCEL);
+      const p = await s.firstPeer;
+      const rec = await p.streams.get(3)!.done;
+      expect(rec.resetCode).toBe(H2_ERROR.CANCEL);
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("GOAWAY both ways, and PING", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const res = await nodeRequest(client, { ":path": "/before" }).done;
+      expect(res.head?.[":status"]).toBe(200);
+      const payload = Buffer.from("12345678");
+      const pong = await new Promise<Buffer>((r, j) => client.ping(payload, (err, _d, back) => (err ? j(err) : r(back))));
+      expect(pong.equals(payload)).toBe(true);
+      const p = await s.firstPeer;
+      const got = new Promise<[number, number]>((r) => client.on("goaway", (code, last) => r([code, last])));
+      p.conn.goaway(H2_ERROR.NO_ERROR, "shutting down");
+      p.sched();
+      expect(await got).toEqual([0, 1]);
+
+      const client2 = http2.connect(`http://127.0.0.1:${s.port}`);
+      await nodeRequest(client2, { ":path": "/x" }).done;
+      const p2 = s.peers[1]!;
+      client2.goaway(http2.constants.NGHTTP2_NO_ERROR);
+      await p2.goawayReceived;
+      expect(p2.goaways[0]).toEqual([0, 0]); // the last server-initiated stream the client took: none
+      client2.close();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("SETTINGS changes mid-connection (the client's initial window shrinks, then grows): the response still arrives whole", async () => {
+    const body = pattern(300 * 1024, 9);
+    const s = await serveH2({}, {
+      head(p, rec) {
+        p.respond(rec.id, [":status", "200"], body);
+      },
+    });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`, { settings: { initialWindowSize: 1000 } });
+    try {
+      const acked1 = new Promise<void>((r) => client.once("localSettings", () => r()));
+      await acked1;
+      const a = nodeRequest(client, { ":path": "/a" });
+      const p = await s.firstPeer;
+      client.settings({ initialWindowSize: 1 << 20 });
+      const res = await a.done;
+      expect(res.body.equals(body)).toBe(true);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("CONTINUATION both ways: a 40 KB header from the client, a 40 KB header back", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const big = "c".repeat(40000);
+      const res = await nodeRequest(client, { ":path": "/big-head", "x-big-req": big }).done;
+      expect(res.head?.["x-big"]).toBe("h".repeat(40000));
+      const rec = (await s.firstPeer).streams.get(1)!;
+      expect(rec.heads[0]![rec.heads[0]!.indexOf("x-big-req") + 1]).toBe(big);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("a request head over the header list limit gets a 431; the connection serves the next request", async () => {
+    const s = await serveH2({ maxHeaderListSize: 16 * 1024 });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`, { maxHeaderListPairs: 100000 });
+    client.on("error", () => {});
+    try {
+      const res = await nodeRequest(client, { ":path": "/huge", "x-huge": "x".repeat(20000) }).done;
+      expect(res.head?.[":status"]).toBe(431);
+      const ok = await nodeRequest(client, { ":path": "/after" }).done;
+      expect(ok.head?.[":status"]).toBe(200);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("max concurrent streams: streams beyond our limit are refused (REFUSED_STREAM) until the client knows it, then held back by the client", async () => {
+    let held: number[] = [];
+    let maxOpen = 0;
+    let answerNow = false;
+    let twoHeld!: () => void;
+    const s = await serveH2({ maxConcurrentStreams: 2 }, {
+      head(p, rec) {
+        maxOpen = Math.max(maxOpen, p.conn.openStreams);
+        if (answerNow) p.respond(rec.id, [":status", "200"]);
+        else if (held.push(rec.id) === 2) twoHeld();
+      },
+    });
+    const round = async (client: http2.ClientHttp2Session) => {
+      held = [];
+      answerNow = false;
+      const twoHeldP = new Promise<void>((r) => (twoHeld = r));
+      const reqs = [0, 1, 2, 3].map((i) => nodeRequest(client, { ":path": `/h${i}` }));
+      await twoHeldP;
+      answerNow = true;
+      const p = s.peers.at(-1)!;
+      for (const id of held) p.respond(id, [":status", "200"]);
+      const res = await Promise.all(reqs.map((r) => r.done));
+      expect(p.closedWith).toBeNull();
+      return res.map((r) => (r.head?.[":status"] === 200 ? "ok" : r.rstCode === H2_ERROR.REFUSED_STREAM ? "refused" : `other ${r.rstCode}`));
+    };
+    // requests written with the connection preface, before our SETTINGS arrive: the two beyond the limit are refused
+    const early = http2.connect(`http://127.0.0.1:${s.port}`);
+    let late: http2.ClientHttp2Session | undefined;
+    try {
+      const a = await round(early);
+      // requests made once the client has our SETTINGS: it holds the two beyond the limit back until streams end
+      late = http2.connect(`http://127.0.0.1:${s.port}`);
+      expect(a.slice(0, 2)).toEqual(["ok", "ok"]);
+      for (const r of a.slice(2)) expect(["ok", "refused"]).toContain(r);
+      await new Promise<void>((r) => late.once("remoteSettings", () => r()));
+      expect(late.remoteSettings.maxConcurrentStreams).toBe(2);
+      expect(await round(late)).toEqual(["ok", "ok", "ok", "ok"]);
+      expect(maxOpen).toBeLessThanOrEqual(2);
+    } finally {
+      early.close();
+      late?.close();
+      await s.close();
+    }
+  });
+
+  test("curl --http2-prior-knowledge gets a fixed response", async () => {
+    const s = await serveH2({}, {
+      head(p, rec) {
+        p.respond(rec.id, [":status", "200", "content-type", "text/plain", "content-length", "12"], Buffer.from("fixed answer"));
+      },
+    });
+    try {
+      const proc = Bun.spawn(["curl", "-s", "-i", "--http2-prior-knowledge", `http://127.0.0.1:${s.port}/curl`], { stdout: "pipe", stderr: "pipe" });
+      const out = await new Response(proc.stdout).text();
+      expect(await proc.exited).toBe(0);
+      expect(out).toStartWith("HTTP/2 200");
+      expect(out).toContain("content-type: text/plain");
+      expect(out.endsWith("fixed answer")).toBe(true);
+    } finally {
+      await s.close();
+    }
   });
 });
