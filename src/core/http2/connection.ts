@@ -359,6 +359,11 @@ export class H2Connection {
       this.creditConnection(len);
       return this.streamError(sid, H2_ERROR.STREAM_CLOSED);
     }
+    if (!s.headSeen) {
+      // client role: DATA before the final response head is a malformed response (RFC 9113 8.1)
+      this.creditConnection(len);
+      return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+    }
     s.recvWindow -= len;
     if (s.recvWindow < 0) {
       this.creditConnection(len);

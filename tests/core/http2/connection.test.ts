@@ -496,6 +496,15 @@ describe("H2Connection client role: byte fixtures", () => {
     expect(ev.closed).toBeNull();
   });
 
+  test("DATA before the final response head (after a 1xx only) is a malformed response: the stream is reset", () => {
+    const { c, ev } = client();
+    c.openStream(C31_FIELDS, true);
+    c.feed(Buffer.concat([settingsFrame(), headersFrame(1, hpack([[":status", "100"]]), false), dataFrame(1, Buffer.from("x"), true)]));
+    expect(ev.data).toEqual([]);
+    expect(ev.resets).toEqual([[1, H2_ERROR.PROTOCOL_ERROR]]);
+    expect(ev.closed).toBeNull();
+  });
+
   test("SETTINGS_ENABLE_PUSH 1 from a server is a PROTOCOL_ERROR; a server that does not start with SETTINGS too", () => {
     const a = client();
     a.c.feed(settingsFrame([[2, 1]]));
@@ -522,8 +531,12 @@ class StreamRec {
   owed = 0;
   readonly done: Promise<StreamRec>;
   resolve!: (r: StreamRec) => void;
+  /** the code of a reset (by the peer or the connection) */
+  readonly wasReset: Promise<number>;
+  resetResolve!: (code: number) => void;
   constructor(readonly id: number) {
     this.done = new Promise((r) => (this.resolve = r));
+    this.wasReset = new Promise((r) => (this.resetResolve = r));
   }
   body(): Buffer {
     return Buffer.concat(this.chunks);
@@ -600,6 +613,7 @@ class Peer {
           rec.held = 0;
           rec.resetCode = code;
           rec.resolve(rec);
+          rec.resetResolve(code);
         },
         writable: (id) => h.writable?.(this, id),
         goaway: (last, code) => {
@@ -613,7 +627,7 @@ class Peer {
       },
       local,
     );
-    sock.on("data", (d) => {
+    sock.on("data", (d: Buffer) => {
       this.conn.feed(d);
       this.sched();
     });
@@ -734,15 +748,18 @@ async function serveH2(local?: Partial<H2Settings>, handlers: PeerHandlers = ech
   };
 }
 
+/** node's response head: :status is a number */
+type NodeResponseHead = http2.IncomingHttpHeaders & { ":status"?: number };
+
 function nodeRequest(client: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer, options?: http2.ClientSessionRequestOptions) {
   const req = client.request(headers, options);
   const chunks: Buffer[] = [];
-  let head: http2.IncomingHttpHeaders | null = null;
+  let head: NodeResponseHead | null = null;
   let trailers: http2.IncomingHttpHeaders | null = null;
-  req.on("response", (h) => (head = h));
+  req.on("response", (h) => (head = h as NodeResponseHead));
   req.on("trailers", (t) => (trailers = t));
   req.on("data", (d: Buffer) => chunks.push(d));
-  const done = new Promise<{ head: http2.IncomingHttpHeaders | null; body: Buffer; trailers: http2.IncomingHttpHeaders | null; rstCode: number }>((resolve) => {
+  const done = new Promise<{ head: NodeResponseHead | null; body: Buffer; trailers: http2.IncomingHttpHeaders | null; rstCode: number }>((resolve) => {
     req.on("close", () => resolve({ head, body: Buffer.concat(chunks), trailers, rstCode: req.rstCode ?? 0 }));
     req.on("error", () => {});
   });
@@ -986,9 +1003,10 @@ describe("H2Connection server role against node:http2's client", () => {
       late = http2.connect(`http://127.0.0.1:${s.port}`);
       expect(a.slice(0, 2)).toEqual(["ok", "ok"]);
       for (const r of a.slice(2)) expect(["ok", "refused"]).toContain(r);
-      await new Promise<void>((r) => late.once("remoteSettings", () => r()));
-      expect(late.remoteSettings.maxConcurrentStreams).toBe(2);
-      expect(await round(late)).toEqual(["ok", "ok", "ok", "ok"]);
+      const l = late;
+      await new Promise<void>((r) => l.once("remoteSettings", () => r()));
+      expect(l.remoteSettings.maxConcurrentStreams).toBe(2);
+      expect(await round(l)).toEqual(["ok", "ok", "ok", "ok"]);
       expect(maxOpen).toBeLessThanOrEqual(2);
     } finally {
       early.close();
@@ -1011,6 +1029,292 @@ describe("H2Connection server role against node:http2's client", () => {
       expect(out).toContain("content-type: text/plain");
       expect(out.endsWith("fixed answer")).toBe(true);
     } finally {
+      await s.close();
+    }
+  });
+});
+
+/** tapwire's client role on a socket to a loopback port */
+async function connectH2(port: number, local?: Partial<H2Settings>, handlers: PeerHandlers = {}): Promise<Peer> {
+  const sock = net.connect(port, "127.0.0.1");
+  await new Promise<void>((r, j) => {
+    sock.once("connect", () => r());
+    sock.once("error", j);
+  });
+  const p = new Peer("client", sock, local, handlers);
+  return p;
+}
+
+interface NodeServer {
+  port: number;
+  sessions: http2.ServerHttp2Session[];
+  close(): Promise<void>;
+}
+
+/** node:http2's server (h2c, prior knowledge); `onStream` answers */
+async function nodeServer(onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, body: Promise<Buffer>) => void, settings?: http2.Settings): Promise<NodeServer> {
+  const server = http2.createServer(settings ? { settings } : {});
+  const sessions: http2.ServerHttp2Session[] = [];
+  server.on("session", (s) => sessions.push(s));
+  server.on("stream", (stream, headers) => {
+    stream.on("error", () => {});
+    const chunks: Buffer[] = [];
+    const body = new Promise<Buffer>((r) => {
+      stream.on("data", (d: Buffer) => chunks.push(d));
+      stream.on("end", () => r(Buffer.concat(chunks)));
+    });
+    onStream(stream as http2.ServerHttp2Stream, headers, body);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    sessions,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sessions) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+const GET = (path: string) => [":method", "GET", ":scheme", "http", ":authority", "localhost", ":path", path];
+const POST = (path: string) => [":method", "POST", ":scheme", "http", ":authority", "localhost", ":path", path];
+const field = (fields: string[] | undefined, name: string) => {
+  if (!fields) return undefined;
+  for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
+};
+
+/** echoes the request body (or says the path), with trailers when the request had some */
+const nodeEcho = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, body: Promise<Buffer>) => {
+  let reqTrailers: http2.IncomingHttpHeaders | null = null;
+  stream.on("trailers", (t) => (reqTrailers = t));
+  const path = String(headers[":path"]);
+  void body.then((b) => {
+    if (stream.destroyed) return;
+    const withTrailers = reqTrailers !== null;
+    stream.respond({ ":status": 200, "x-path": path, ...(path.startsWith("/big-head") ? { "x-big": "n".repeat(40000) } : {}) }, withTrailers ? { waitForTrailers: true } : {});
+    if (withTrailers) stream.on("wantTrailers", () => stream.sendTrailers({ "x-echo-trailer": String(reqTrailers!["x-req-trailer"]) }));
+    stream.end(b.length ? b : Buffer.from(`hello ${path}`));
+  });
+};
+
+describe("H2Connection client role against node:http2's server", () => {
+  test("120 parallel streams on one connection, with and without bodies", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const recs: StreamRec[] = [];
+      for (let i = 0; i < 120; i++) recs.push(i % 2 ? p.request(POST(`/r${i}`), pattern(5000, i)) : p.request(GET(`/r${i}`)));
+      await Promise.all(recs.map((r) => r.done));
+      recs.forEach((r, i) => {
+        expect(r.resetCode).toBeNull();
+        expect(field(r.heads[0], ":status")).toBe("200");
+        expect(field(r.heads[0], "x-path")).toBe(`/r${i}`);
+        if (i % 2) expect(r.body().equals(pattern(5000, i))).toBe(true);
+        else expect(r.body().toString()).toBe(`hello /r${i}`);
+      });
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("bodies larger than every window, both ways (4 MiB posted and echoed)", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const body = pattern(4 << 20, 5);
+      const [a, b] = [p.request(POST("/a"), body), p.request(POST("/b"), body)];
+      await Promise.all([a.done, b.done]);
+      expect(a.body().equals(body)).toBe(true);
+      expect(b.body().equals(body)).toBe(true);
+      expect(Math.max(a.maxHeld, b.maxHeld)).toBeLessThanOrEqual(1 << 20);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("a reader that stops calling consumed() stops the server at the stream window; taking the bytes lets it finish", async () => {
+    const body = pattern(3 << 20, 1);
+    const s = await nodeServer((stream) => {
+      stream.respond({ ":status": 200 });
+      stream.end(body);
+    });
+    const p = await connectH2(s.port, { initialWindowSize: 256 * 1024 });
+    p.autoConsume = false;
+    try {
+      const rec = p.request(GET("/slow"));
+      while (rec.held < 256 * 1024) await p.nextData();
+      // the server's PING comes after any DATA it sent: once it is answered, nothing more was on its way
+      await new Promise<void>((r, j) => s.sessions[0]!.ping((err) => (err ? j(err) : r())));
+      expect(rec.held).toBe(256 * 1024);
+      expect(rec.maxHeld).toBe(256 * 1024);
+      p.autoConsume = true;
+      p.consume(rec);
+      await rec.done;
+      expect(rec.body().equals(body)).toBe(true);
+      expect(rec.maxHeld).toBeLessThanOrEqual(256 * 1024);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("trailers both ways", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const rec = p.request(POST("/t"), Buffer.from("with trailers"), ["x-req-trailer", "abc"]);
+      await rec.done;
+      expect(rec.body().toString()).toBe("with trailers");
+      expect(rec.trailers).toEqual(["x-echo-trailer", "abc"]);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("RST_STREAM both ways", async () => {
+    let serverStreamClosed!: (code: number) => void;
+    const closedCode = new Promise<number>((r) => (serverStreamClosed = r));
+    const s = await nodeServer((stream, headers) => {
+      if (headers[":path"] === "/server-resets") {
+        stream.respond({ ":status": 200 });
+        stream.write("part", () => stream.close(http2.constants.NGHTTP2_CANCEL));
+      } else {
+        stream.on("close", () => serverStreamClosed(stream.rstCode));
+        stream.respond({ ":status": 200 });
+        stream.write("part");
+      }
+    });
+    const p = await connectH2(s.port);
+    try {
+      // (Bun's server answers close() on a stream whose request ended with END_STREAM, not RST_STREAM: the request stays open)
+      const a = new StreamRec(p.conn.openStream(POST("/server-resets"), false));
+      p.streams.set(a.id, a);
+      p.sched();
+      expect(await a.wasReset).toBe(H2_ERROR.CANCEL);
+      expect(a.body().toString()).toBe("part");
+      const b = p.request(GET("/client-resets"));
+      await p.nextData();
+      p.conn.reset(b.id, H2_ERROR.CANCEL);
+      p.sched();
+      expect(await closedCode).toBe(H2_ERROR.CANCEL);
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("the server's PING is answered; its GOAWAY stops new streams", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done;
+      const payload = Buffer.from("abcdefgh");
+      const back = await new Promise<Buffer>((r, j) => s.sessions[0]!.ping(payload, (err, _d, b) => (err ? j(err) : r(b))));
+      expect(back.equals(payload)).toBe(true);
+      s.sessions[0]!.goaway(http2.constants.NGHTTP2_NO_ERROR, 1);
+      await p.goawayReceived;
+      expect(p.goaways[0]).toEqual([1, 0]);
+      expect(p.conn.goingAway).toBe(true);
+      expect(() => p.conn.openStream(GET("/after"), true)).toThrow();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("SETTINGS changes from the server mid-connection are applied and acked (its initial window shrinks, then grows)", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done;
+      const session = s.sessions[0]!;
+      await new Promise<void>((r) => session.settings({ initialWindowSize: 1000 }, () => r()));
+      // node calls back when our ACK arrives
+      const body = pattern(200 * 1024, 4);
+      const rec = p.request(POST("/after-shrink"), body);
+      await new Promise<void>((r) => session.settings({ initialWindowSize: 1 << 20 }, () => r()));
+      await rec.done;
+      expect(rec.body().equals(body)).toBe(true);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("CONTINUATION both ways: a 40 KB request header, a 40 KB response header", async () => {
+    let gotHeader = "";
+    const s = await nodeServer((stream, headers, body) => {
+      gotHeader = String(headers["x-big-req"]);
+      nodeEcho(stream, headers, body);
+    });
+    const p = await connectH2(s.port);
+    try {
+      const rec = p.request([...GET("/big-head"), "x-big-req", "q".repeat(40000)]);
+      await rec.done;
+      expect(gotHeader).toBe("q".repeat(40000));
+      expect(field(rec.heads[0], "x-big")).toBe("n".repeat(40000));
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("a response head over our header list limit resets that stream; the next request is served", async () => {
+    const s = await nodeServer((stream, headers, body) => {
+      if (headers[":path"] === "/huge") {
+        stream.respond({ ":status": 200, "x-huge": "x".repeat(20000) });
+        stream.end();
+      } else nodeEcho(stream, headers, body);
+    });
+    const p = await connectH2(s.port, { maxHeaderListSize: 16 * 1024 });
+    try {
+      const rec = await p.request(GET("/huge")).done;
+      expect(rec.heads).toEqual([]);
+      expect(rec.resetCode).toBe(H2_ERROR.PROTOCOL_ERROR);
+      const ok = await p.request(GET("/next")).done;
+      expect(field(ok.heads[0], ":status")).toBe("200");
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("the server's max concurrent streams: openStream() throws beyond it", async () => {
+    const held: http2.ServerHttp2Stream[] = [];
+    let three!: () => void;
+    const threeHeld = new Promise<void>((r) => (three = r));
+    const s = await nodeServer((stream, headers, body) => {
+      if (String(headers[":path"]).startsWith("/hold")) {
+        if (held.push(stream) === 3) three();
+      }
+      else nodeEcho(stream, headers, body);
+    }, { maxConcurrentStreams: 3 });
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done; // the server's SETTINGS came before its answer
+      expect(p.conn.peerMaxConcurrentStreams).toBe(3);
+      const recs = [1, 2, 3].map((i) => p.request(GET(`/hold${i}`)));
+      expect(() => p.conn.openStream(GET("/fourth"), true)).toThrow();
+      await threeHeld;
+      held[0]!.respond({ ":status": 200 });
+      held[0]!.end("released");
+      await recs[0]!.done;
+      expect(recs[0]!.body().toString()).toBe("released");
+      const fourth = await p.request(GET("/fourth")).done;
+      expect(field(fourth.heads[0], ":status")).toBe("200");
+    } finally {
+      p.sock.destroy();
       await s.close();
     }
   });
