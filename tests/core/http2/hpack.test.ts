@@ -1,4 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import http2 from "node:http2";
+import { connect, createServer } from "node:net";
 import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ""), "hex"));
@@ -441,15 +443,13 @@ describe("interop with Bun's node:http2 (an independent HPACK implementation)", 
   for (let c = 0x21; c < 0x7f; c++) headers[`x-c${c >> 4}`] = (headers[`x-c${c >> 4}`] ?? "a a") + "aea" + String.fromCharCode(c);
 
   test("we decode the HEADERS blocks of two requests from node:http2's client (Huffman, dynamic table)", async () => {
-    const { createServer } = await import("node:net");
-    const http2 = await import("node:http2");
     const blocks: Uint8Array[] = [];
     let done!: () => void;
     const twoBlocks = new Promise<void>((r) => (done = r));
     const server = createServer((sock) => {
       let buf = Buffer.alloc(0);
       let p = PREFACE.length;
-      sock.on("data", (d) => {
+      sock.on("data", (d: Buffer) => {
         buf = Buffer.concat([buf, d]);
         while (p + 9 <= buf.length && p + 9 + buf.readUIntBE(p, 3) <= buf.length) {
           const len = buf.readUIntBE(p, 3);
@@ -485,13 +485,11 @@ describe("interop with Bun's node:http2 (an independent HPACK implementation)", 
   });
 
   test("node:http2's server decodes two requests from our encoder (Huffman, dynamic table, never-indexed, latin1)", async () => {
-    const { connect } = await import("node:net");
-    const http2 = await import("node:http2");
     const server = http2.createServer();
     const got: Record<string, string | string[] | undefined>[] = [];
     let done!: () => void;
     const two = new Promise<void>((r) => (done = r));
-    server.on("stream", (stream, h) => {
+    server.on("stream", (stream: http2.ServerHttp2Stream, h: http2.IncomingHttpHeaders) => {
       got.push({ ...h });
       stream.respond({ ":status": 204 });
       stream.end();
