@@ -54,15 +54,34 @@ for (const [n, v] of STATIC_TABLE) {
   S_VALUES.push(v);
 }
 
-/** Encoder lookup: name -> its first static index, and the static entries with a value (exact matches). */
-interface StaticName { index: number; values: Map<string, number> | null }
-const STATIC_BY_NAME = new Map<string, StaticName>();
+/** What the encoder knows of a name before looking at its dynamic table: its first static index (0: none), the
+ *  static entries with a value (exact matches), and its policy (NEVER_INDEX, NO_INDEX, COOKIE). One lookup. */
+interface NameInfo { index: number; values: Map<string, number> | null; policy: number }
+const P_NEVER_INDEX = 1; // "never indexed" literal (RFC 7541 7.1.3): credentials
+const P_NO_INDEX = 2; // a value that differs in nearly every message: literal without indexing, not to churn the table
+const P_COOKIE = 4; // never indexed when the value is short (guessable), else indexed
+const P_SECOND_SIGHT = 8; // indexed only when the same value was sent before (recently): unique paths stay out
+const NAME_INFO = new Map<string, NameInfo>();
 for (let i = 1; i <= STATIC_LEN; i++) {
   const name = S_NAMES[i];
-  let e = STATIC_BY_NAME.get(name);
-  if (!e) STATIC_BY_NAME.set(name, (e = { index: i, values: null }));
+  let e = NAME_INFO.get(name);
+  if (!e) NAME_INFO.set(name, (e = { index: i, values: null, policy: 0 }));
   if (S_VALUES[i] !== "") (e.values ??= new Map()).set(S_VALUES[i], i);
 }
+function setPolicy(names: string[], policy: number): void {
+  for (const name of names) {
+    const e = NAME_INFO.get(name);
+    if (e) e.policy = policy;
+    else NAME_INFO.set(name, { index: 0, values: null, policy });
+  }
+}
+setPolicy(["authorization", "proxy-authorization", "set-cookie"], P_NEVER_INDEX);
+setPolicy(["cookie"], P_COOKIE);
+setPolicy(["content-length", "date", "etag", "last-modified", "if-modified-since", "if-none-match", "age", "expires",
+  "x-request-id", "content-range", "range", "location"], P_NO_INDEX);
+setPolicy([":path"], P_SECOND_SIGHT);
+/** How many not-yet-indexed values of P_SECOND_SIGHT fields the encoder remembers (then it forgets them all). */
+const SECOND_SIGHT_MEMORY = 64;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Huffman code (RFC 7541 Appendix B). The code is canonical: codes are assigned in order of length, then symbol, so
@@ -168,8 +187,7 @@ class DynamicTable {
   evicted: ((name: string, value: string, seq: number) => void) | null = null;
 
   constructor(public maxSize: number) {
-    let cap = 16;
-    while (cap < maxSize / 32 + 1) cap *= 2;
+    const cap = 16; // grows (powers of 2) when full: most connections never hold more than a few dozen entries
     this.mask = cap - 1;
     this.names = new Array(cap).fill("");
     this.values = new Array(cap).fill("");
@@ -196,12 +214,10 @@ class DynamicTable {
   setMaxSize(n: number): void {
     this.maxSize = n;
     this.evictTo(n);
-    if ((n / 32 + 1) > this.mask + 1) this.grow(n);
   }
 
-  private grow(n: number): void {
-    let cap = this.mask + 1;
-    while (cap < n / 32 + 1) cap *= 2;
+  private grow(): void {
+    const cap = (this.mask + 1) * 2;
     const names = new Array(cap).fill("");
     const values = new Array(cap).fill("");
     const sizes = new Array(cap).fill(0);
@@ -228,6 +244,7 @@ class DynamicTable {
       return false;
     }
     this.evictTo(this.maxSize - size);
+    if (this.count > this.mask) this.grow();
     const s = this.head;
     this.names[s] = name;
     this.values[s] = value;
@@ -264,6 +281,29 @@ function decodeInt(b: Uint8Array, p: number, mask: number): number {
   }
   pos = p;
   return v;
+}
+
+/** RFC 7541 5.1 integer with an N-bit prefix (1-8) at bytes[offset] (the prefix's high bits are ignored): the value
+ *  and the offset after it. Throws HpackError when truncated or above 2^31-1. */
+export function decodeInteger(bytes: Uint8Array, offset: number, prefixBits: number): { value: number; end: number } {
+  if (offset >= bytes.length) throw new HpackError("truncated integer");
+  const value = decodeInt(bytes, offset, (1 << prefixBits) - 1);
+  return { value, end: pos };
+}
+
+/** RFC 7541 5.1 integer with an N-bit prefix; `first` holds the bits above the prefix. */
+export function encodeInteger(value: number, prefixBits: number, first = 0): Uint8Array {
+  const max = (1 << prefixBits) - 1;
+  const out = [first | Math.min(value, max)];
+  if (value >= max) {
+    value -= max;
+    while (value >= 128) {
+      out.push((value % 128) + 128);
+      value = Math.floor(value / 128);
+    }
+    out.push(value);
+  }
+  return Uint8Array.from(out);
 }
 
 let huffOut: Buffer = Buffer.allocUnsafe(256);
@@ -399,13 +439,6 @@ export class HpackDecoder {
 // ---------------------------------------------------------------------------------------------------------------
 // Encoder
 
-/** Fields sent as "never indexed" literals (RFC 7541 7.1.3); `cookie` only when its value is short (guessable). */
-const SENSITIVE = new Set(["authorization", "proxy-authorization", "set-cookie"]);
-/** Fields whose value is different in nearly every message: literal without indexing, not to churn the table. */
-const UNIQUE = new Set([
-  "content-length", "date", "etag", "last-modified", "if-modified-since", "if-none-match", "age", "expires",
-  "x-request-id", "content-range", "range", "location",
-]);
 /** Largest entry (name + value + 32 octets) the encoder adds to the dynamic table. */
 const MAX_INDEXED_ENTRY = 512;
 /** Our dynamic table size as encoder: at most this, whatever larger size the peer allows. */
@@ -421,6 +454,8 @@ export class HpackEncoder {
   private table = new DynamicTable(ENCODER_TABLE_CAP);
   /** name -> newest entry seq with that name, and value -> seq */
   private byName = new Map<string, DynName>();
+  /** values of P_SECOND_SIGHT fields sent once as literals without indexing */
+  private seen = new Set<string>();
   private pendingMin = -1;
   private pendingFinal = -1;
   /** Huffman-encode strings when that is shorter (default true). */
@@ -448,7 +483,7 @@ export class HpackEncoder {
     const size = Math.min(n, ENCODER_TABLE_CAP);
     const current = this.pendingFinal >= 0 ? this.pendingFinal : this.table.maxSize;
     if (size === current) return;
-    this.pendingMin = this.pendingMin < 0 ? Math.min(size, this.table.maxSize) : Math.min(this.pendingMin, size);
+    this.pendingMin = this.pendingMin < 0 ? size : Math.min(this.pendingMin, size);
     this.pendingFinal = size;
   }
 
@@ -465,12 +500,18 @@ export class HpackEncoder {
 
   /** Encodes fields[from..to) (flat pairs; to defaults to fields.length) and returns the block as a fresh Uint8Array. */
   encode(fields: readonly string[], from = 0, to = fields.length): Uint8Array {
-    const v = this.encodeView(fields, from, to);
-    return v.slice();
+    const n = this.write(fields, from, to); // first: it may replace this.buf
+    return this.buf.slice(0, n); // (slice of a short block costs no more than subarray in Bun 1.4.5)
   }
 
   /** Like encode(), but returns a view of the encoder's scratch buffer: valid only until the next encode call. */
   encodeView(fields: readonly string[], from = 0, to = fields.length): Uint8Array {
+    const n = this.write(fields, from, to); // first: it may replace this.buf
+    return this.buf.subarray(0, n);
+  }
+
+  /** Encodes into the scratch buffer; returns the block's length. */
+  private write(fields: readonly string[], from: number, to: number): number {
     this.p = 0;
     if (this.pendingFinal >= 0) {
       if (this.pendingMin < this.pendingFinal) this.sizeUpdate(this.pendingMin);
@@ -482,13 +523,19 @@ export class HpackEncoder {
       const name = fields[i];
       const value = fields[i + 1];
       this.ensure(16 + 3 * (name.length + value.length));
-      const st = STATIC_BY_NAME.get(name);
-      if (st !== undefined && st.values !== null) {
-        const idx = st.values.get(value);
-        if (idx !== undefined) {
-          this.int(idx, 0x7f, 0x80);
-          continue;
+      const st = NAME_INFO.get(name);
+      let policy = 0;
+      let nameIdx = 0;
+      if (st !== undefined) {
+        if (st.values !== null) {
+          const idx = st.values.get(value);
+          if (idx !== undefined) {
+            this.int(idx, 0x7f, 0x80);
+            continue;
+          }
         }
+        policy = st.policy;
+        nameIdx = st.index;
       }
       const dyn = this.byName.get(name);
       if (dyn !== undefined) {
@@ -497,16 +544,27 @@ export class HpackEncoder {
           this.int(STATIC_LEN + t.inserted - seq, 0x7f, 0x80);
           continue;
         }
+        if (nameIdx === 0) nameIdx = STATIC_LEN + t.inserted - dyn.seq;
       }
-      const nameIdx = st !== undefined ? st.index : dyn !== undefined ? STATIC_LEN + t.inserted - dyn.seq : 0;
-      if (SENSITIVE.has(name) || (name === "cookie" && value.length < 20)) {
+      if (policy !== 0 && (policy === P_NEVER_INDEX || (policy === P_COOKIE && value.length < 20))) {
         this.int(nameIdx, 0x0f, 0x10);
         if (nameIdx === 0) this.str(name);
         this.str(value);
         continue;
       }
+      if (policy === P_SECOND_SIGHT) {
+        const seen = this.seen;
+        if (seen.has(value)) {
+          seen.delete(value);
+          policy = 0;
+        } else {
+          if (seen.size >= SECOND_SIGHT_MEMORY) seen.clear();
+          seen.add(value);
+          policy = P_NO_INDEX;
+        }
+      }
       let size = name.length + value.length + 32;
-      if (size <= MAX_INDEXED_ENTRY && size <= t.maxSize && !UNIQUE.has(name)) {
+      if (size <= MAX_INDEXED_ENTRY && size <= t.maxSize && policy !== P_NO_INDEX) {
         this.int(nameIdx, 0x3f, 0x40);
         if (nameIdx === 0) this.str(name);
         const vlen = this.str(value);
@@ -518,10 +576,10 @@ export class HpackEncoder {
         }
         t.add(name, value, size);
         const seq = t.inserted - 1;
-        const d = this.byName.get(name); // looked up again: the insert may have evicted all entries of this name
-        if (d !== undefined) {
-          d.seq = seq;
-          d.values.set(value, seq);
+        // the insert may have evicted every entry of this name (then `dyn` left the map with no values)
+        if (dyn !== undefined && dyn.values.size > 0) {
+          dyn.seq = seq;
+          dyn.values.set(value, seq);
         } else this.byName.set(name, { seq, values: new Map([[value, seq]]) });
         continue;
       }
@@ -529,7 +587,7 @@ export class HpackEncoder {
       if (nameIdx === 0) this.str(name);
       this.str(value);
     }
-    return this.buf.subarray(0, this.p);
+    return this.p;
   }
 
   private sizeUpdate(n: number): void {
