@@ -210,7 +210,7 @@ export class H2Connection {
   }
 
   flush(): void {
-    if (!this.writer.empty) this.writer.take(this.events.write);
+    if (!this.writer.empty) this.writer.take(this.events);
   }
 
   // ---------------------------------------------------------------- reading

@@ -247,27 +247,27 @@ export class FrameWriter {
   }
 
   /**
-   * Hands the gathered bytes to `write` in wire order (one call when no large DATA part was added) and empties the
+   * Hands the gathered bytes to `sink.write` (called as a method) in wire order (one call when no large DATA part was added) and empties the
    * writer. The gather buffer is copied out (a slice), so what write() is given stays valid.
    */
-  take(write: (bytes: Uint8Array) => void): void {
+  take(sink: { write(bytes: Uint8Array): void }): void {
     const parts = this.parts;
     if (parts.length === 0) {
       if (this.len === 0) return;
       const out = this.buf.slice(0, this.len);
       this.len = this.cut = 0;
-      write(out);
+      sink.write(out);
       return;
     }
     this.cutHere();
     this.parts = [];
-    for (let i = 0; i < parts.length; i++) write(parts[i]!);
+    for (let i = 0; i < parts.length; i++) sink.write(parts[i]!);
   }
 
   /** All gathered bytes as one array (tests). */
   takeAll(): Uint8Array {
     const chunks: Uint8Array[] = [];
-    this.take((b) => chunks.push(b));
+    this.take({ write: (b) => chunks.push(b) });
     let n = 0;
     for (const c of chunks) n += c.length;
     const out = new Uint8Array(n);

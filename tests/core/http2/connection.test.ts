@@ -149,6 +149,30 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(fs.filter((f) => f.type === FRAME.WINDOW_UPDATE).length).toBe(1);
   });
 
+  test("an owner that is a class instance gets its events as method calls (write included)", () => {
+    class Owner {
+      written = 0;
+      heads = 0;
+      conn = new H2Connection("server", this);
+      write(b: Uint8Array) {
+        this.written += b.length;
+      }
+      headers() {
+        this.heads++;
+      }
+      data() {}
+      reset() {}
+      writable() {}
+      goaway() {}
+      closed() {}
+    }
+    const o = new Owner();
+    o.conn.feed(Buffer.concat([PREFACE, settingsFrame(), headersFrame(1, C31)]));
+    o.conn.flush();
+    expect(o.heads).toBe(1);
+    expect(o.written).toBeGreaterThan(0);
+  });
+
   test("PING is answered with its payload", () => {
     const { c, frames } = server();
     c.feed(frame(FRAME.PING, 0, 0, Buffer.from("0102030405060708", "hex")));
