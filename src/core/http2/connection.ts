@@ -105,6 +105,9 @@ class Stream {
   wantWritable = false;
   inBlocked = false;
   gone = false;
+  /** server role: the request's content-length (-1: none) and the DATA bytes received */
+  contentLength = -1;
+  received = 0;
   constructor(
     readonly id: number,
     public sendWindow: number,
@@ -113,6 +116,93 @@ class Stream {
 }
 
 const EMPTY = new Uint8Array(0);
+
+const REQUEST = 0;
+const RESPONSE = 1;
+const TRAILERS = 2;
+const MALFORMED = -2;
+
+/**
+ * The checks of RFC 9113 8.2-8.3 on a received field section (kind REQUEST, RESPONSE or TRAILERS): pseudo-header
+ * fields first, only the defined ones, once each, none in trailers; the required ones present; names without
+ * upper-case letters; no connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding,
+ * upgrade; te other than "trailers"); content-length all digits and the same when repeated. Answers the
+ * content-length (-1 when none) or MALFORMED.
+ */
+function checkFields(f: string[], kind: number): number {
+  let regular = false;
+  let cl = -1;
+  let method = "";
+  let scheme = false;
+  let path = false;
+  let status = false;
+  for (let i = 0; i < f.length; i += 2) {
+    const name = f[i]!;
+    if (name.charCodeAt(0) === 58 /* : */) {
+      if (regular || kind === TRAILERS) return MALFORMED;
+      if (kind === REQUEST) {
+        switch (name) {
+          case ":method":
+            if (method !== "") return MALFORMED;
+            method = f[i + 1]!;
+            if (method === "") return MALFORMED;
+            break;
+          case ":scheme":
+            if (scheme) return MALFORMED;
+            scheme = true;
+            break;
+          case ":path":
+            if (path || f[i + 1]!.length === 0) return MALFORMED;
+            path = true;
+            break;
+          case ":authority":
+          case ":protocol":
+            break;
+          default:
+            return MALFORMED;
+        }
+      } else if (name !== ":status" || status) return MALFORMED;
+      else status = true;
+      continue;
+    }
+    regular = true;
+    for (let j = 0; j < name.length; j++) {
+      const c = name.charCodeAt(j);
+      if (c >= 65 && c <= 90) return MALFORMED;
+    }
+    switch (name) {
+      case "connection":
+      case "keep-alive":
+      case "proxy-connection":
+      case "transfer-encoding":
+      case "upgrade":
+        return MALFORMED;
+      case "te":
+        if (f[i + 1] !== "trailers") return MALFORMED;
+        break;
+      case "content-length": {
+        const v = f[i + 1]!;
+        if (v.length === 0 || v.length > 15) return MALFORMED;
+        let n = 0;
+        for (let j = 0; j < v.length; j++) {
+          const d = v.charCodeAt(j) - 48;
+          if (d < 0 || d > 9) return MALFORMED;
+          n = n * 10 + d;
+        }
+        if (cl !== -1 && cl !== n) return MALFORMED;
+        cl = n;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (kind === REQUEST) {
+    if (method === "") return MALFORMED;
+    if (method !== "CONNECT" && (!scheme || !path)) return MALFORMED;
+  } else if (kind === RESPONSE && !status) return MALFORMED;
+  return cl;
+}
 const textEncoder = new TextEncoder();
 
 export class H2Connection {
@@ -370,9 +460,17 @@ export class H2Connection {
       return this.streamError(sid, H2_ERROR.FLOW_CONTROL_ERROR);
     }
     const n = end - start;
+    const endStream = (flags & FLAG.END_STREAM) !== 0;
+    if (s.contentLength >= 0) {
+      // a request body longer or shorter than its content-length is malformed (RFC 9113 8.1.1)
+      s.received += n;
+      if (s.received > s.contentLength || (endStream && s.received !== s.contentLength)) {
+        this.creditConnection(len);
+        return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+      }
+    }
     if (n < len) this.credit(s, len - n);
     s.held += n;
-    const endStream = (flags & FLAG.END_STREAM) !== 0;
     if (endStream) s.remoteEnded = true;
     if (n > 0 || endStream) this.events.data(sid, b.subarray(start, end), endStream);
     if (endStream) this.maybeClose(s);
@@ -449,11 +547,17 @@ export class H2Connection {
         if (!endStream) this.writer.rstStream(sid, H2_ERROR.NO_ERROR);
         return;
       }
+      const cl = checkFields(fields, REQUEST);
+      if (cl === MALFORMED || (endStream && cl > 0)) {
+        this.writer.rstStream(sid, H2_ERROR.PROTOCOL_ERROR);
+        return;
+      }
       if (this.streams.size >= this.settings.maxConcurrentStreams) {
         this.writer.rstStream(sid, H2_ERROR.REFUSED_STREAM);
         return;
       }
       const ns = new Stream(sid, this.peerInitialWindow, this.settings.initialWindowSize);
+      ns.contentLength = cl;
       ns.headSeen = true;
       ns.remoteEnded = endStream;
       this.streams.set(sid, ns);
@@ -472,14 +576,17 @@ export class H2Connection {
           break;
         }
       }
-      if (informational && endStream) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+      if ((informational && endStream) || checkFields(fields, RESPONSE) === MALFORMED) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
       if (!informational) s.headSeen = true;
       if (endStream) s.remoteEnded = true;
       this.events.headers(sid, fields, endStream, false);
       if (endStream) this.maybeClose(s);
       return;
     }
-    if (!endStream) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR); // trailers must end the stream
+    // trailers end the stream, carry no pseudo-header fields, and the body had its content-length
+    if (!endStream || checkFields(fields, TRAILERS) === MALFORMED || (s.contentLength >= 0 && s.received !== s.contentLength)) {
+      return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+    }
     s.remoteEnded = true;
     this.events.headers(sid, fields, true, true);
     this.maybeClose(s);

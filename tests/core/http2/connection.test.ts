@@ -273,6 +273,66 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.closed).toBeNull();
   });
 
+  const malformed: [string, [string, string][], boolean][] = [
+    ["an upper-case field name", [...requestFields("/"), ["X-Up", "1"]], true],
+    ["a pseudo-header field after a regular one", [["x-a", "1"], ...requestFields("/")], true],
+    ["an unknown pseudo-header field", [...requestFields("/"), [":nope", "1"]], true],
+    ["a response pseudo-header in a request", [[":status", "200"], ...requestFields("/")], true],
+    ["no :path", requestFields("/").filter(([k]) => k !== ":path"), true],
+    ["an empty :path", requestFields(""), true],
+    ["two :method", [[":method", "GET"], ...requestFields("/")], true],
+    ["connection", [...requestFields("/"), ["connection", "keep-alive"]], true],
+    ["transfer-encoding", [...requestFields("/"), ["transfer-encoding", "chunked"]], true],
+    ["upgrade", [...requestFields("/"), ["upgrade", "websocket"]], true],
+    ["te other than trailers", [...requestFields("/"), ["te", "gzip"]], true],
+    ["a content-length that is not a number", [...requestFields("/"), ["content-length", "1e3"]], true],
+    ["two different content-lengths", [...requestFields("/"), ["content-length", "1"], ["content-length", "2"]], true],
+    ["a content-length with END_STREAM on the head", [...requestFields("/"), ["content-length", "3"]], false],
+  ];
+  for (const [name, fields, openBody] of malformed) {
+    test(`a malformed request (${name}) is reset with PROTOCOL_ERROR, the owner never sees it`, () => {
+      const { c, ev, frames } = server();
+      c.feed(headersFrame(1, hpack(fields), !openBody));
+      expect(ev.heads).toEqual([]);
+      expect(frames().map((f) => [f.type, f.stream, f.payload.readUInt32BE(0)])).toEqual([[FRAME.RST_STREAM, 1, H2_ERROR.PROTOCOL_ERROR]]);
+      c.feed(headersFrame(3, C31));
+      expect(ev.heads.map((h) => h[0])).toEqual([3]);
+      expect(ev.closed).toBeNull();
+    });
+  }
+
+  test("well-formed: te: trailers, CONNECT without :scheme/:path, a body matching its content-length", () => {
+    const { c, ev, frames } = server();
+    c.feed(headersFrame(1, hpack([...requestFields("/"), ["te", "trailers"]])));
+    c.feed(headersFrame(3, hpack([[":method", "CONNECT"], [":authority", "example.test:443"]]), false));
+    c.feed(headersFrame(5, hpack([...requestFields("/"), ["content-length", "5"]]), false));
+    c.feed(dataFrame(5, Buffer.from("ab")));
+    c.feed(dataFrame(5, Buffer.from("cde"), true));
+    expect(ev.heads.map((h) => h[0])).toEqual([1, 3, 5]);
+    expect(ev.data).toEqual([
+      [5, "ab", false],
+      [5, "cde", true],
+    ]);
+    expect(frames().filter((f) => f.type === FRAME.RST_STREAM)).toEqual([]);
+  });
+
+  test("a request body longer, or shorter, than its content-length is reset with PROTOCOL_ERROR (and reported)", () => {
+    const { c, ev } = server();
+    const head = hpack([...requestFields("/"), ["content-length", "3"]]);
+    c.feed(Buffer.concat([headersFrame(1, head, false), dataFrame(1, Buffer.from("abcd"))]));
+    c.feed(Buffer.concat([headersFrame(3, head, false), dataFrame(3, Buffer.from("ab"), true)]));
+    c.feed(Buffer.concat([headersFrame(5, head, false), dataFrame(5, Buffer.from("ab")), headersFrame(5, hpack([["x-t", "1"]]), true)]));
+    c.feed(Buffer.concat([headersFrame(7, hpack(requestFields("/")), false), headersFrame(7, hpack([[":path", "/"]]), true)]));
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.PROTOCOL_ERROR],
+      [3, H2_ERROR.PROTOCOL_ERROR],
+      [5, H2_ERROR.PROTOCOL_ERROR],
+      [7, H2_ERROR.PROTOCOL_ERROR],
+    ]);
+    expect(ev.data).toEqual([[5, "ab", false]]);
+    expect(ev.closed).toBeNull();
+  });
+
   test("max concurrent streams: the stream above the limit gets REFUSED_STREAM, its header block still feeds the HPACK table", () => {
     const { c, ev, frames } = server({ maxConcurrentStreams: 2 });
     c.feed(Buffer.concat([headersFrame(1, C31, false), headersFrame(3, C31, false)]));
@@ -527,6 +587,18 @@ describe("H2Connection client role: byte fixtures", () => {
     expect(ev.data).toEqual([]);
     expect(ev.resets).toEqual([[1, H2_ERROR.PROTOCOL_ERROR]]);
     expect(ev.closed).toBeNull();
+  });
+
+  test("a response head without :status, or with a request pseudo-header, resets the stream", () => {
+    const { c, ev } = client();
+    c.openStream(C31_FIELDS, true);
+    c.openStream(C31_FIELDS, true);
+    c.feed(Buffer.concat([settingsFrame(), headersFrame(1, hpack([["x-a", "1"]]), true), headersFrame(3, hpack([[":status", "200"], [":path", "/"]]), true)]));
+    expect(ev.heads).toEqual([]);
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.PROTOCOL_ERROR],
+      [3, H2_ERROR.PROTOCOL_ERROR],
+    ]);
   });
 
   test("SETTINGS_ENABLE_PUSH 1 from a server is a PROTOCOL_ERROR; a server that does not start with SETTINGS too", () => {
