@@ -218,6 +218,7 @@ export class H2Connection {
   private gotSettings = false;
   private dead = false;
   private sentGoaway = false;
+  private sentGoawayLast = 0;
   private peerGoaway = false;
 
   /** frame split across reads */
@@ -699,8 +700,7 @@ export class H2Connection {
 
   private connError(code: number, reason: string): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastPeerStreamId, code, textEncoder.encode(reason.slice(0, 200)));
-    this.sentGoaway = true;
+    this.writer.goaway(this.goawayLastId(), code, textEncoder.encode(reason.slice(0, 200)));
     this.flush();
     this.shutdown(code, reason);
   }
@@ -944,11 +944,20 @@ export class H2Connection {
     this.drop(s);
   }
 
+  /** The last stream id of a GOAWAY we send: the peer's last stream, and never more than in an earlier GOAWAY (streams
+   *  the peer opened after our first GOAWAY were ignored). Marks the connection as going away. */
+  private goawayLastId(): number {
+    if (!this.sentGoaway) {
+      this.sentGoaway = true;
+      this.sentGoawayLast = this.lastPeerStreamId;
+    }
+    return this.sentGoawayLast;
+  }
+
   /** GOAWAY with the last stream id the peer opened; new streams after it are ignored (server) or refused (client). */
   goaway(code: number, debug?: string): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastPeerStreamId, code, debug ? textEncoder.encode(debug) : undefined);
-    this.sentGoaway = true;
+    this.writer.goaway(this.goawayLastId(), code, debug ? textEncoder.encode(debug) : undefined);
   }
 
   /** PING with 8 bytes of payload (the ack is not reported). */

@@ -503,6 +503,10 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.data).toEqual([[1, "still", true]]);
     c.feed(frame(FRAME.GOAWAY, 0, 0, Buffer.concat([u32(0), u32(0)])));
     expect(ev.goaways).toEqual([[0, 0]]);
+    // a later GOAWAY (here a connection error) does not name the ignored stream 3
+    c.feed(dataFrame(0, Buffer.alloc(1)));
+    const last = frames().find((f) => f.type === FRAME.GOAWAY)!;
+    expect([last.payload.readUInt32BE(0), goawayCode(last)]).toEqual([1, H2_ERROR.PROTOCOL_ERROR]);
   });
 
   test("RST_STREAM from the peer: reset() to the owner, queued DATA dropped", () => {
