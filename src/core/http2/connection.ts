@@ -22,8 +22,16 @@
  * - A new stream above maxConcurrentStreams (server role): RST_STREAM REFUSED_STREAM, the owner never sees it.
  * - Frames on a closed stream (one reset or ended a while ago) are dropped (DATA still credits the connection
  *   window); frames on an idle stream are a connection PROTOCOL_ERROR.
+ * - Received field sections are checked (RFC 9113 8.2-8.3, see checkFields): a malformed request is reset with
+ *   PROTOCOL_ERROR before the owner sees it; a malformed response head or trailers, or DATA before the final response
+ *   head, resets the stream (reset(id, PROTOCOL_ERROR) to the owner). A request body must match its content-length
+ *   (server role only: a client role does not know whether a response answers a HEAD).
  * - Connection errors: GOAWAY with the code and a reason, flushed at once, then reset(id, code) for every stream
- *   still known and closed(code, reason). feed() never throws.
+ *   still known and closed(code, reason). feed() never throws: an exception from an event handler becomes an
+ *   INTERNAL_ERROR connection error. close() (the socket closed) gives the streams reset(id, CANCEL) and closed().
+ * - Not done: PRIORITY is ignored, no SETTINGS ack timeout, no server push (never sent, refused when received),
+ *   the peer's SETTINGS_MAX_HEADER_LIST_SIZE is not enforced on what we send, what we send is not checked (the
+ *   owner checks the fields it sends).
  */
 import { HeaderListTooLarge, HpackDecoder, HpackEncoder } from "./hpack.ts";
 import {
@@ -125,7 +133,7 @@ const MALFORMED = -2;
 /**
  * The checks of RFC 9113 8.2-8.3 on a received field section (kind REQUEST, RESPONSE or TRAILERS): pseudo-header
  * fields first, only the defined ones, once each, none in trailers; the required ones present; names without
- * upper-case letters; no connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding,
+ * upper-case letters, controls, space or ':' (no NUL, CR or LF in any value); no connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding,
  * upgrade; te other than "trailers"); content-length all digits and the same when repeated. Answers the
  * content-length (-1 when none) or MALFORMED.
  */
@@ -138,6 +146,12 @@ function checkFields(f: string[], kind: number): number {
   let status = false;
   for (let i = 0; i < f.length; i += 2) {
     const name = f[i]!;
+    const value = f[i + 1]!;
+    // no NUL, CR or LF in any value (pseudo-header fields included): they would split an HTTP/1 head
+    for (let j = 0; j < value.length; j++) {
+      const c = value.charCodeAt(j);
+      if (c < 14 && (c === 0 || c === 10 || c === 13)) return MALFORMED;
+    }
     if (name.charCodeAt(0) === 58 /* : */) {
       if (regular || kind === TRAILERS) return MALFORMED;
       if (kind === REQUEST) {
@@ -166,9 +180,11 @@ function checkFields(f: string[], kind: number): number {
       continue;
     }
     regular = true;
+    if (name.length === 0) return MALFORMED;
     for (let j = 0; j < name.length; j++) {
+      // no upper-case letters, controls, space, DEL, non-ASCII or ':' in a name
       const c = name.charCodeAt(j);
-      if (c >= 65 && c <= 90) return MALFORMED;
+      if (c <= 32 || c >= 127 || (c >= 65 && c <= 90) || c === 58) return MALFORMED;
     }
     switch (name) {
       case "connection":

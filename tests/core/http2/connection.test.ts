@@ -275,6 +275,11 @@ describe("H2Connection server role: byte fixtures", () => {
 
   const malformed: [string, [string, string][], boolean][] = [
     ["an upper-case field name", [...requestFields("/"), ["X-Up", "1"]], true],
+    ["a space in a field name", [...requestFields("/"), ["x up", "1"]], true],
+    ["a colon inside a field name", [...requestFields("/"), ["x:up", "1"]], true],
+    ["CR LF in a field value", [...requestFields("/"), ["x-a", "1\r\nx-injected: 2"]], true],
+    ["LF in :path", requestFields("/a\nb"), true],
+    ["NUL in a field value", [...requestFields("/"), ["x-a", "1\u0000"]], true],
     ["a pseudo-header field after a regular one", [["x-a", "1"], ...requestFields("/")], true],
     ["an unknown pseudo-header field", [...requestFields("/"), [":nope", "1"]], true],
     ["a response pseudo-header in a request", [[":status", "200"], ...requestFields("/")], true],
