@@ -940,7 +940,7 @@ export class H2Connection {
     }
     for (; i < list.length; i++) {
       const s = list[i]!;
-      s.inBlocked = false;
+      s.inBlocked = false; // still set on the streams the loop above did not reach: markBlocked would skip them
       if (!s.gone && s.queue !== null) this.markBlocked(s);
     }
     this.emitWritable();
