@@ -514,6 +514,37 @@ describe("H2Connection server role: byte fixtures", () => {
     expect([last.payload.readUInt32BE(0), goawayCode(last)]).toEqual([1, H2_ERROR.PROTOCOL_ERROR]);
   });
 
+  test("close() (the socket closed): every stream gets reset(id, CANCEL), then closed(); nothing is written, later calls are no-ops", () => {
+    const { c, ev, frames } = server();
+    c.feed(Buffer.concat([headersFrame(1, C31, false), headersFrame(3, C31, true)]));
+    frames();
+    c.close();
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.CANCEL],
+      [3, H2_ERROR.CANCEL],
+    ]);
+    expect(ev.closed).toEqual([H2_ERROR.CANCEL, "connection closed"]);
+    expect(c.isClosed).toBe(true);
+    expect(c.sendData(3, Buffer.from("x"), true)).toBe(true);
+    c.sendHeaders(3, [":status", "200"], true);
+    c.ping();
+    c.goaway(0);
+    c.feed(headersFrame(5, C31));
+    expect(frames()).toEqual([]);
+    expect(ev.heads.length).toBe(2);
+  });
+
+  test("ping() writes a PING; the peer's ack is taken silently", () => {
+    const { c, ev, frames } = server();
+    c.ping(Buffer.from("abcdefgh"));
+    const fs = frames();
+    expect(kinds(fs)).toEqual([[FRAME.PING, 0, 0]]);
+    expect(fs[0]!.payload.toString()).toBe("abcdefgh");
+    c.feed(frame(FRAME.PING, 1, 0, Buffer.from("abcdefgh")));
+    expect(frames()).toEqual([]);
+    expect(ev.closed).toBeNull();
+  });
+
   test("RST_STREAM from the peer: reset() to the owner, queued DATA dropped", () => {
     const { c, ev } = server({}, [[4, 0]]);
     c.feed(headersFrame(1, C31, true));
