@@ -1052,23 +1052,27 @@ describe("H2Connection server role against node:http2's client", () => {
     }
   });
 
-  test("SETTINGS changes mid-connection (the client's initial window shrinks, then grows): the response still arrives whole", async () => {
-    const body = pattern(300 * 1024, 9);
+  test("SETTINGS changes mid-connection: the client's initial window grows from 1,000 bytes, and a 30 KB response goes at once", async () => {
+    const body = pattern(30 * 1024, 9);
+    const sentWhole: boolean[] = [];
     const s = await serveH2({}, {
       head(p, rec) {
-        p.respond(rec.id, [":status", "200"], body);
+        p.conn.sendHeaders(rec.id, [":status", "200"], false);
+        sentWhole.push(p.conn.sendData(rec.id, body, true));
+        p.sched();
       },
     });
     const client = http2.connect(`http://127.0.0.1:${s.port}`, { settings: { initialWindowSize: 1000 } });
     try {
-      const acked1 = new Promise<void>((r) => client.once("localSettings", () => r()));
-      await acked1;
-      const a = nodeRequest(client, { ":path": "/a" });
-      const p = await s.firstPeer;
-      client.settings({ initialWindowSize: 1 << 20 });
-      const res = await a.done;
-      expect(res.body.equals(body)).toBe(true);
-      expect(p.closedWith).toBeNull();
+      const a = await nodeRequest(client, { ":path": "/small-window" }).done;
+      expect(a.body.equals(body)).toBe(true);
+      // node calls back once our SETTINGS ack arrives
+      await new Promise<void>((r) => client.settings({ initialWindowSize: 1 << 20 }, () => r()));
+      const b = await nodeRequest(client, { ":path": "/large-window" }).done;
+      expect(b.body.equals(body)).toBe(true);
+      // with 1,000 bytes of stream window the body had to wait for WINDOW_UPDATEs; with 1 MiB it went at once
+      expect(sentWhole).toEqual([false, true]);
+      expect((await s.firstPeer).closedWith).toBeNull();
     } finally {
       client.close();
       await s.close();
