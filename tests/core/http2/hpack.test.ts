@@ -514,3 +514,38 @@ describe("interop with Bun's node:http2 (an independent HPACK implementation)", 
     for (const h of got) for (let i = 0; i < fields.length; i += 2) expect([fields[i], h[fields[i]]]).toEqual([fields[i], fields[i + 1]]);
   });
 });
+
+describe("decoder: random and mutated input", () => {
+  test("random bytes and bit-flipped valid blocks decode or throw HpackError / HeaderListTooLarge, nothing else", () => {
+    const r = rng(7);
+    const e = new HpackEncoder();
+    const valid = [REQ1, REQ3, RES1, RES3, ["x-a", "b".repeat(300), "cookie", "k=v"]].map((f) => e.encode(f));
+    const kinds = { ok: 0, hpack: 0, tooLarge: 0 };
+    for (let i = 0; i < 5000; i++) {
+      let block: Uint8Array;
+      if (i % 2 === 0) {
+        block = new Uint8Array(Math.floor(r() * 40));
+        for (let k = 0; k < block.length; k++) block[k] = Math.floor(r() * 256);
+      } else {
+        block = valid[i % valid.length].slice();
+        for (let k = 0; k < 1 + Math.floor(r() * 3); k++) block[Math.floor(r() * block.length)] ^= 1 << Math.floor(r() * 8);
+      }
+      const d = new HpackDecoder(r() < 0.5 ? 4096 : 256);
+      const out: string[] = [];
+      try {
+        d.decode(block, 200, out);
+        kinds.ok++;
+        expect(out.length % 2).toBe(0);
+        for (const s of out) expect(typeof s).toBe("string");
+      } catch (err) {
+        if (err instanceof HeaderListTooLarge) kinds.tooLarge++;
+        else if (err instanceof HpackError) kinds.hpack++;
+        else throw err;
+      }
+      expect(d.tableSize).toBeLessThanOrEqual(d.tableMaxSize);
+    }
+    expect(kinds.ok).toBeGreaterThan(100); // the inputs reach every outcome
+    expect(kinds.hpack).toBeGreaterThan(100);
+    expect(kinds.tooLarge).toBeGreaterThan(10);
+  });
+});
