@@ -419,6 +419,19 @@ describe("decoder: malformed blocks are HpackError", () => {
     });
   }
 
+  test("blocks that are views into a larger read (byteOffset > 0) and Buffers decode the same", () => {
+    for (const huffman of [false, true]) {
+      const e = new HpackEncoder();
+      e.huffman = huffman;
+      const fields = ["x-abc", "hello there", "x-def", "w\u00f6rld \u00ff\u0080"];
+      const block = e.encode(fields);
+      const read = new Uint8Array(block.length + 80).fill(0x41);
+      read.set(block, 37);
+      expect(decode(new HpackDecoder(), read.subarray(37, 37 + block.length))).toEqual(fields);
+      expect(decode(new HpackDecoder(), Buffer.from(block))).toEqual(fields);
+    }
+  });
+
   test("the well-formed neighbours of those cases decode", () => {
     expect(decode(new HpackDecoder(), hex("0003 6162 63 81 1f"))).toEqual(["abc", "a"]); // 'a' + 3 ones
     expect(decode(new HpackDecoder(), hex("0003 6162 63 80"))).toEqual(["abc", ""]);
