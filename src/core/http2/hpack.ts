@@ -24,7 +24,7 @@ export class HpackError extends Error {
 export class HeaderListTooLarge extends Error {
   override name = "HeaderListTooLarge";
   constructor(readonly size: number, readonly limit: number) {
-    super(`header list of at least ${size} bytes passed the limit of ${limit}`);
+    super(`header list of ${size} bytes passed the limit of ${limit}`);
   }
 }
 
@@ -82,6 +82,29 @@ setPolicy(["content-length", "date", "etag", "last-modified", "if-modified-since
 setPolicy([":path"], P_SECOND_SIGHT);
 /** How many not-yet-indexed values of P_SECOND_SIGHT fields the encoder remembers (then it forgets them all). */
 const SECOND_SIGHT_MEMORY = 64;
+
+/**
+ * RFC 7541 7.1.3: an intermediary must not forward a field it received as a "never indexed" literal in a
+ * representation that indexes it. The flat field lists carry no per-field flag, so the decoders teach the encoders
+ * by name, process-wide: a name received never-indexed (and without a policy of its own: not a pseudo-header, not
+ * one of the names above) is never indexed by any encoder from then on. This errs on the safe side (other values of
+ * that name lose indexing too). At most LEARNED_MAX names are learned (a peer sending random names cannot grow it
+ * further); beyond that a new name is not learned.
+ */
+const LEARNED_MAX = 256;
+let learned = 0;
+function learnNeverIndexed(name: string): void {
+  if (learned >= LEARNED_MAX || name.charCodeAt(0) === 0x3a || NAME_INFO.has(name)) return;
+  NAME_INFO.set(name, { index: 0, values: null, policy: P_NEVER_INDEX });
+  learned++;
+}
+/** Names learned from never-indexed literals (see learnNeverIndexed), for inspection and tests. */
+export function learnedNeverIndexedNames(): string[] {
+  const r: string[] = [];
+  for (const [name, info] of NAME_INFO) if (info.index === 0 && info.policy === P_NEVER_INDEX && !BUILTIN_NAMES.has(name)) r.push(name);
+  return r;
+}
+const BUILTIN_NAMES = new Set(NAME_INFO.keys());
 
 // ---------------------------------------------------------------------------------------------------------------
 // Huffman code (RFC 7541 Appendix B). The code is canonical: codes are assigned in order of length, then symbol, so
@@ -447,6 +470,7 @@ export class HpackDecoder {
         value = decodeString(block, p);
         p = pos;
         if (indexing) t.add(name, value, name.length + value.length + 32);
+        else if (b & 0x10) learnNeverIndexed(name);
       }
       fields = true;
       listSize += name.length + value.length + 32;

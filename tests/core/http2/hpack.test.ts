@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import http2 from "node:http2";
 import { connect, createServer } from "node:net";
-import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
+import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, learnedNeverIndexedNames, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ""), "hex"));
 const toHex = (b: Uint8Array) => Buffer.from(b).toString("hex");
@@ -288,6 +288,24 @@ describe("encoder policy", () => {
     expect(toHex(e.encode(["x-app", "v1", ":status", "200"]))).toBe("be88");
   });
 
+  test("a name received as a never-indexed literal is never indexed when forwarded (RFC 7541 7.1.3); pseudo-headers are not learned", () => {
+    const d = new HpackDecoder();
+    expect(learnedNeverIndexedNames()).not.toContain("x-api-key");
+    const e = new HpackEncoder();
+    e.huffman = false;
+    expect(e.encode(["x-api-key", "k1"])[0]).toBe(0x40); // indexed before
+    decode(d, hex("10 09 782d6170692d6b6579 02 6b32")); // x-api-key: k2, never indexed
+    decode(d, hex("14 02 2f73")); // :path /s, never indexed
+    expect(learnedNeverIndexedNames()).toContain("x-api-key");
+    expect(learnedNeverIndexedNames()).not.toContain(":path");
+    const e2 = new HpackEncoder();
+    e2.huffman = false;
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(e2.tableEntries()).toEqual([]);
+    expect(toHex(e.encode(["x-api-key", "k1"]))).toBe("be"); // an entry made before stays usable
+  });
+
   test(":path is indexed on second sight: unique paths stay out of the table, repeated ones get indexed", () => {
     const e = new HpackEncoder();
     e.huffman = false;
@@ -532,7 +550,7 @@ describe("decoder: random and mutated input", () => {
   test("random bytes and bit-flipped valid blocks decode or throw HpackError / HeaderListTooLarge, nothing else", () => {
     const r = rng(7);
     const e = new HpackEncoder();
-    const valid = [REQ1, REQ3, RES1, RES3, ["x-a", "b".repeat(300), "cookie", "k=v"]].map((f) => e.encode(f));
+    const valid = [REQ1, REQ3, RES1, RES3, ["x-fuzz", "b".repeat(300), "cookie", "k=v"]].map((f) => e.encode(f));
     const kinds = { ok: 0, hpack: 0, tooLarge: 0 };
     for (let i = 0; i < 5000; i++) {
       let block: Uint8Array;
