@@ -86,25 +86,36 @@ const SECOND_SIGHT_MEMORY = 64;
 /**
  * RFC 7541 7.1.3: an intermediary must not forward a field it received as a "never indexed" literal in a
  * representation that indexes it. The flat field lists carry no per-field flag, so the decoders teach the encoders
- * by name, process-wide: a name received never-indexed (and without a policy of its own: not a pseudo-header, not
- * one of the names above) is never indexed by any encoder from then on. This errs on the safe side (other values of
- * that name lose indexing too). At most LEARNED_MAX names are learned (a peer sending random names cannot grow it
- * further); beyond that a new name is not learned.
+ * by name, process-wide: a name received never-indexed is never indexed by any encoder from then on (pseudo-headers
+ * included). This errs on the safe side: other values of that name lose indexing too. A `cookie` under 20 octets is
+ * not learned (our own policy already sends those never-indexed, as nghttp2 and browsers do). At most LEARNED_MAX
+ * names outside the static table are learned (a peer sending random names cannot grow the map further).
  */
+const utf8 = new TextEncoder();
 const LEARNED_MAX = 256;
-let learned = 0;
-function learnNeverIndexed(name: string): void {
-  if (learned >= LEARNED_MAX || name.charCodeAt(0) === 0x3a || NAME_INFO.has(name)) return;
-  NAME_INFO.set(name, { index: 0, values: null, policy: P_NEVER_INDEX });
-  learned++;
+
+/** A cookie value under 20 octets (as sent: UTF-8 when a code unit is above 255). */
+function shortCookie(value: string): boolean {
+  if (value.length >= 20) return false;
+  for (let i = 0; i < value.length; i++) if (value.charCodeAt(i) > 255) return utf8.encode(value).length < 20;
+  return true;
+}
+const learnedNames: string[] = [];
+function learnNeverIndexed(name: string, valueLength: number): void {
+  const info = NAME_INFO.get(name);
+  if (info !== undefined) {
+    if (info.policy === P_NEVER_INDEX || (info.policy === P_COOKIE && valueLength < 20)) return;
+    info.policy = P_NEVER_INDEX;
+  } else {
+    if (learnedNames.length >= LEARNED_MAX) return;
+    NAME_INFO.set(name, { index: 0, values: null, policy: P_NEVER_INDEX });
+  }
+  learnedNames.push(name);
 }
 /** Names learned from never-indexed literals (see learnNeverIndexed), for inspection and tests. */
-export function learnedNeverIndexedNames(): string[] {
-  const r: string[] = [];
-  for (const [name, info] of NAME_INFO) if (info.index === 0 && info.policy === P_NEVER_INDEX && !BUILTIN_NAMES.has(name)) r.push(name);
-  return r;
+export function learnedNeverIndexedNames(): readonly string[] {
+  return learnedNames;
 }
-const BUILTIN_NAMES = new Set(NAME_INFO.keys());
 
 // ---------------------------------------------------------------------------------------------------------------
 // Huffman code (RFC 7541 Appendix B). The code is canonical: codes are assigned in order of length, then symbol, so
@@ -470,7 +481,7 @@ export class HpackDecoder {
         value = decodeString(block, p);
         p = pos;
         if (indexing) t.add(name, value, name.length + value.length + 32);
-        else if (b & 0x10) learnNeverIndexed(name);
+        else if (b & 0x10) learnNeverIndexed(name, value.length);
       }
       fields = true;
       listSize += name.length + value.length + 32;
@@ -493,7 +504,6 @@ const ENCODER_TABLE_CAP = 4096;
 
 interface DynName { seq: number; values: Map<string, number> }
 
-const utf8 = new TextEncoder();
 
 export class HpackEncoder {
   private buf = new Uint8Array(1024);
@@ -593,7 +603,7 @@ export class HpackEncoder {
         }
         if (nameIdx === 0) nameIdx = STATIC_LEN + t.inserted - dyn.seq;
       }
-      if (policy !== 0 && (policy === P_NEVER_INDEX || (policy === P_COOKIE && value.length < 20))) {
+      if (policy !== 0 && (policy === P_NEVER_INDEX || (policy === P_COOKIE && shortCookie(value)))) {
         this.int(nameIdx, 0x0f, 0x10);
         if (nameIdx === 0) this.str(name);
         this.str(value);

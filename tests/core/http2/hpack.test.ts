@@ -288,21 +288,25 @@ describe("encoder policy", () => {
     expect(toHex(e.encode(["x-app", "v1", ":status", "200"]))).toBe("be88");
   });
 
-  test("a name received as a never-indexed literal is never indexed when forwarded (RFC 7541 7.1.3); pseudo-headers are not learned", () => {
+  test("a name received as a never-indexed literal is never indexed when forwarded (RFC 7541 7.1.3)", () => {
     const d = new HpackDecoder();
     expect(learnedNeverIndexedNames()).not.toContain("x-api-key");
     const e = new HpackEncoder();
     e.huffman = false;
     expect(e.encode(["x-api-key", "k1"])[0]).toBe(0x40); // indexed before
     decode(d, hex("10 09 782d6170692d6b6579 02 6b32")); // x-api-key: k2, never indexed
-    decode(d, hex("14 02 2f73")); // :path /s, never indexed
+    decode(d, hex("1f 02 02 6b32")); // accept-language (static 17): k2, never indexed
+    decode(d, hex("1f 11 03 613d62")); // cookie (static 32) a=b: short, never indexed as our own policy does
     expect(learnedNeverIndexedNames()).toContain("x-api-key");
-    expect(learnedNeverIndexedNames()).not.toContain(":path");
+    expect(learnedNeverIndexedNames()).toContain("accept-language");
+    expect(learnedNeverIndexedNames()).not.toContain("cookie");
     const e2 = new HpackEncoder();
     e2.huffman = false;
     expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
     expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
-    expect(e2.tableEntries()).toEqual([]);
+    expect(toHex(e2.encode(["accept-language", "fr"]))).toBe("1f02026672");
+    expect(e2.encode(["cookie", "session=0123456789abcdef0123456789"])[0] & 0xc0).toBe(0x40); // long cookies: indexed
+    expect(e2.tableEntries().map(([n]) => n)).toEqual(["cookie"]);
     expect(toHex(e.encode(["x-api-key", "k1"]))).toBe("be"); // an entry made before stays usable
   });
 
