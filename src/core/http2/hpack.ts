@@ -504,7 +504,6 @@ const ENCODER_TABLE_CAP = 4096;
 
 interface DynName { seq: number; values: Map<string, number> }
 
-
 export class HpackEncoder {
   private buf = new Uint8Array(1024);
   private p = 0;
