@@ -82,16 +82,16 @@ setPolicy(["content-length", "date", "etag", "last-modified", "if-modified-since
 setPolicy([":path"], P_SECOND_SIGHT);
 /** How many not-yet-indexed values of P_SECOND_SIGHT fields the encoder remembers (then it forgets them all). */
 const SECOND_SIGHT_MEMORY = 64;
+const utf8 = new TextEncoder();
 
 /**
  * RFC 7541 7.1.3: an intermediary must not forward a field it received as a "never indexed" literal in a
  * representation that indexes it. The flat field lists carry no per-field flag, so the decoders teach the encoders
  * by name, process-wide: a name received never-indexed is never indexed by any encoder from then on (pseudo-headers
  * included). This errs on the safe side: other values of that name lose indexing too. A `cookie` under 20 octets is
- * not learned (our own policy already sends those never-indexed, as nghttp2 and browsers do). At most LEARNED_MAX
+ * not learned (our own policy already sends those never-indexed, as nghttp2 does). At most LEARNED_MAX
  * names outside the static table are learned (a peer sending random names cannot grow the map further).
  */
-const utf8 = new TextEncoder();
 const LEARNED_MAX = 256;
 
 /** A cookie value under 20 octets (as sent: UTF-8 when a code unit is above 255). */
