@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import http2 from "node:http2";
 import { connect, createServer } from "node:net";
-import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
+import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, learnedNeverIndexedNames, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ""), "hex"));
 const toHex = (b: Uint8Array) => Buffer.from(b).toString("hex");
@@ -288,6 +288,28 @@ describe("encoder policy", () => {
     expect(toHex(e.encode(["x-app", "v1", ":status", "200"]))).toBe("be88");
   });
 
+  test("a name received as a never-indexed literal is never indexed when forwarded (RFC 7541 7.1.3)", () => {
+    const d = new HpackDecoder();
+    expect(learnedNeverIndexedNames()).not.toContain("x-api-key");
+    const e = new HpackEncoder();
+    e.huffman = false;
+    expect(e.encode(["x-api-key", "k1"])[0]).toBe(0x40); // indexed before
+    decode(d, hex("10 09 782d6170692d6b6579 02 6b32")); // x-api-key: k2, never indexed
+    decode(d, hex("1f 02 02 6b32")); // accept-language (static 17): k2, never indexed
+    decode(d, hex("1f 11 03 613d62")); // cookie (static 32) a=b: short, never indexed as our own policy does
+    expect(learnedNeverIndexedNames()).toContain("x-api-key");
+    expect(learnedNeverIndexedNames()).toContain("accept-language");
+    expect(learnedNeverIndexedNames()).not.toContain("cookie");
+    const e2 = new HpackEncoder();
+    e2.huffman = false;
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(toHex(e2.encode(["accept-language", "fr"]))).toBe("1f02026672");
+    expect(e2.encode(["cookie", "session=0123456789abcdef0123456789"])[0] & 0xc0).toBe(0x40); // long cookies: indexed
+    expect(e2.tableEntries().map(([n]) => n)).toEqual(["cookie"]);
+    expect(toHex(e.encode(["x-api-key", "k1"]))).toBe("be"); // an entry made before stays usable
+  });
+
   test(":path is indexed on second sight: unique paths stay out of the table, repeated ones get indexed", () => {
     const e = new HpackEncoder();
     e.huffman = false;
@@ -419,6 +441,19 @@ describe("decoder: malformed blocks are HpackError", () => {
     });
   }
 
+  test("blocks that are views into a larger read (byteOffset > 0) and Buffers decode the same", () => {
+    for (const huffman of [false, true]) {
+      const e = new HpackEncoder();
+      e.huffman = huffman;
+      const fields = ["x-abc", "hello there", "x-def", "w\u00f6rld \u00ff\u0080"];
+      const block = e.encode(fields);
+      const read = new Uint8Array(block.length + 80).fill(0x41);
+      read.set(block, 37);
+      expect(decode(new HpackDecoder(), read.subarray(37, 37 + block.length))).toEqual(fields);
+      expect(decode(new HpackDecoder(), Buffer.from(block))).toEqual(fields);
+    }
+  });
+
   test("the well-formed neighbours of those cases decode", () => {
     expect(decode(new HpackDecoder(), hex("0003 6162 63 81 1f"))).toEqual(["abc", "a"]); // 'a' + 3 ones
     expect(decode(new HpackDecoder(), hex("0003 6162 63 80"))).toEqual(["abc", ""]);
@@ -512,5 +547,40 @@ describe("interop with Bun's node:http2 (an independent HPACK implementation)", 
     sock.destroy();
     server.close();
     for (const h of got) for (let i = 0; i < fields.length; i += 2) expect([fields[i], h[fields[i]]]).toEqual([fields[i], fields[i + 1]]);
+  });
+});
+
+describe("decoder: random and mutated input", () => {
+  test("random bytes and bit-flipped valid blocks decode or throw HpackError / HeaderListTooLarge, nothing else", () => {
+    const r = rng(7);
+    const e = new HpackEncoder();
+    const valid = [REQ1, REQ3, RES1, RES3, ["x-fuzz", "b".repeat(300), "cookie", "k=v"]].map((f) => e.encode(f));
+    const kinds = { ok: 0, hpack: 0, tooLarge: 0 };
+    for (let i = 0; i < 5000; i++) {
+      let block: Uint8Array;
+      if (i % 2 === 0) {
+        block = new Uint8Array(Math.floor(r() * 40));
+        for (let k = 0; k < block.length; k++) block[k] = Math.floor(r() * 256);
+      } else {
+        block = valid[i % valid.length].slice();
+        for (let k = 0; k < 1 + Math.floor(r() * 3); k++) block[Math.floor(r() * block.length)] ^= 1 << Math.floor(r() * 8);
+      }
+      const d = new HpackDecoder(r() < 0.5 ? 4096 : 256);
+      const out: string[] = [];
+      try {
+        d.decode(block, 200, out);
+        kinds.ok++;
+        expect(out.length % 2).toBe(0);
+        for (const s of out) expect(typeof s).toBe("string");
+      } catch (err) {
+        if (err instanceof HeaderListTooLarge) kinds.tooLarge++;
+        else if (err instanceof HpackError) kinds.hpack++;
+        else throw err;
+      }
+      expect(d.tableSize).toBeLessThanOrEqual(d.tableMaxSize);
+    }
+    expect(kinds.ok).toBeGreaterThan(100); // the inputs reach every outcome
+    expect(kinds.hpack).toBeGreaterThan(100);
+    expect(kinds.tooLarge).toBeGreaterThan(10);
   });
 });
