@@ -120,7 +120,7 @@ const ops: Record<string, (w: Workload) => void> = {
     const e = new HpackEncoder();
     for (let i = 0; i < N; i++) sink += e.encode(w.lists[i]).length;
   },
-  "h1-parse (ref)"(w) {
+  "h1-parse-ref"(w) {
     if (w.isReq) for (let i = 0; i < N; i++) sink += parseRequestHead(w.h1[i])!.end;
     else for (let i = 0; i < N; i++) sink += parseResponseHead(w.h1[i])!.end;
   },

@@ -22,8 +22,16 @@
  * - A new stream above maxConcurrentStreams (server role): RST_STREAM REFUSED_STREAM, the owner never sees it.
  * - Frames on a closed stream (one reset or ended a while ago) are dropped (DATA still credits the connection
  *   window); frames on an idle stream are a connection PROTOCOL_ERROR.
+ * - Received field sections are checked (RFC 9113 8.2-8.3, see checkFields): a malformed request is reset with
+ *   PROTOCOL_ERROR before the owner sees it; a malformed response head or trailers, or DATA before the final response
+ *   head, resets the stream (reset(id, PROTOCOL_ERROR) to the owner). A request body must match its content-length
+ *   (server role only: a client role does not know whether a response answers a HEAD).
  * - Connection errors: GOAWAY with the code and a reason, flushed at once, then reset(id, code) for every stream
- *   still known and closed(code, reason). feed() never throws.
+ *   still known and closed(code, reason). feed() never throws: an exception from an event handler becomes an
+ *   INTERNAL_ERROR connection error. close() (the socket closed) gives the streams reset(id, CANCEL) and closed().
+ * - Not done: PRIORITY is ignored, no SETTINGS ack timeout, no server push (never sent, refused when received),
+ *   the peer's SETTINGS_MAX_HEADER_LIST_SIZE is not enforced on what we send, what we send is not checked (the
+ *   owner checks the fields it sends).
  */
 import { HeaderListTooLarge, HpackDecoder, HpackEncoder } from "./hpack.ts";
 import {
@@ -105,6 +113,9 @@ class Stream {
   wantWritable = false;
   inBlocked = false;
   gone = false;
+  /** server role: the request's content-length (-1: none) and the DATA bytes received */
+  contentLength = -1;
+  received = 0;
   constructor(
     readonly id: number,
     public sendWindow: number,
@@ -113,6 +124,101 @@ class Stream {
 }
 
 const EMPTY = new Uint8Array(0);
+
+const REQUEST = 0;
+const RESPONSE = 1;
+const TRAILERS = 2;
+const MALFORMED = -2;
+
+/**
+ * The checks of RFC 9113 8.2-8.3 on a received field section (kind REQUEST, RESPONSE or TRAILERS): pseudo-header
+ * fields first, only the defined ones, once each, none in trailers; the required ones present; names without
+ * upper-case letters, controls, space or ':' (no NUL, CR or LF in any value); no connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding,
+ * upgrade; te other than "trailers"); content-length all digits and the same when repeated. Answers the
+ * content-length (-1 when none) or MALFORMED.
+ */
+function checkFields(f: string[], kind: number): number {
+  let regular = false;
+  let cl = -1;
+  let method = "";
+  let scheme = false;
+  let path = false;
+  let status = false;
+  for (let i = 0; i < f.length; i += 2) {
+    const name = f[i]!;
+    const value = f[i + 1]!;
+    // no NUL, CR or LF in any value (pseudo-header fields included): they would split an HTTP/1 head
+    for (let j = 0; j < value.length; j++) {
+      const c = value.charCodeAt(j);
+      if (c < 14 && (c === 0 || c === 10 || c === 13)) return MALFORMED;
+    }
+    if (name.charCodeAt(0) === 58 /* : */) {
+      if (regular || kind === TRAILERS) return MALFORMED;
+      if (kind === REQUEST) {
+        switch (name) {
+          case ":method":
+            if (method !== "") return MALFORMED;
+            method = f[i + 1]!;
+            if (method === "") return MALFORMED;
+            break;
+          case ":scheme":
+            if (scheme) return MALFORMED;
+            scheme = true;
+            break;
+          case ":path":
+            if (path || f[i + 1]!.length === 0) return MALFORMED;
+            path = true;
+            break;
+          case ":authority":
+          case ":protocol":
+            break;
+          default:
+            return MALFORMED;
+        }
+      } else if (name !== ":status" || status) return MALFORMED;
+      else status = true;
+      continue;
+    }
+    regular = true;
+    if (name.length === 0) return MALFORMED;
+    for (let j = 0; j < name.length; j++) {
+      // no upper-case letters, controls, space, DEL, non-ASCII or ':' in a name
+      const c = name.charCodeAt(j);
+      if (c <= 32 || c >= 127 || (c >= 65 && c <= 90) || c === 58) return MALFORMED;
+    }
+    switch (name) {
+      case "connection":
+      case "keep-alive":
+      case "proxy-connection":
+      case "transfer-encoding":
+      case "upgrade":
+        return MALFORMED;
+      case "te":
+        if (f[i + 1] !== "trailers") return MALFORMED;
+        break;
+      case "content-length": {
+        const v = f[i + 1]!;
+        if (v.length === 0 || v.length > 15) return MALFORMED;
+        let n = 0;
+        for (let j = 0; j < v.length; j++) {
+          const d = v.charCodeAt(j) - 48;
+          if (d < 0 || d > 9) return MALFORMED;
+          n = n * 10 + d;
+        }
+        if (cl !== -1 && cl !== n) return MALFORMED;
+        cl = n;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (kind === REQUEST) {
+    if (method === "") return MALFORMED;
+    if (method !== "CONNECT" && (!scheme || !path)) return MALFORMED;
+  } else if (kind === RESPONSE && !status) return MALFORMED;
+  return cl;
+}
 const textEncoder = new TextEncoder();
 
 export class H2Connection {
@@ -128,6 +234,7 @@ export class H2Connection {
   private gotSettings = false;
   private dead = false;
   private sentGoaway = false;
+  private sentGoawayLast = 0;
   private peerGoaway = false;
 
   /** frame split across reads */
@@ -210,7 +317,7 @@ export class H2Connection {
   }
 
   flush(): void {
-    if (!this.writer.empty) this.writer.take(this.events.write);
+    if (!this.writer.empty) this.writer.take(this.events);
   }
 
   // ---------------------------------------------------------------- reading
@@ -359,15 +466,28 @@ export class H2Connection {
       this.creditConnection(len);
       return this.streamError(sid, H2_ERROR.STREAM_CLOSED);
     }
+    if (!s.headSeen) {
+      // client role: DATA before the final response head is a malformed response (RFC 9113 8.1)
+      this.creditConnection(len);
+      return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+    }
     s.recvWindow -= len;
     if (s.recvWindow < 0) {
       this.creditConnection(len);
       return this.streamError(sid, H2_ERROR.FLOW_CONTROL_ERROR);
     }
     const n = end - start;
+    const endStream = (flags & FLAG.END_STREAM) !== 0;
+    if (s.contentLength >= 0) {
+      // a request body longer or shorter than its content-length is malformed (RFC 9113 8.1.1)
+      s.received += n;
+      if (s.received > s.contentLength || (endStream && s.received !== s.contentLength)) {
+        this.creditConnection(len);
+        return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+      }
+    }
     if (n < len) this.credit(s, len - n);
     s.held += n;
-    const endStream = (flags & FLAG.END_STREAM) !== 0;
     if (endStream) s.remoteEnded = true;
     if (n > 0 || endStream) this.events.data(sid, b.subarray(start, end), endStream);
     if (endStream) this.maybeClose(s);
@@ -444,11 +564,17 @@ export class H2Connection {
         if (!endStream) this.writer.rstStream(sid, H2_ERROR.NO_ERROR);
         return;
       }
+      const cl = checkFields(fields, REQUEST);
+      if (cl === MALFORMED || (endStream && cl > 0)) {
+        this.writer.rstStream(sid, H2_ERROR.PROTOCOL_ERROR);
+        return;
+      }
       if (this.streams.size >= this.settings.maxConcurrentStreams) {
         this.writer.rstStream(sid, H2_ERROR.REFUSED_STREAM);
         return;
       }
       const ns = new Stream(sid, this.peerInitialWindow, this.settings.initialWindowSize);
+      ns.contentLength = cl;
       ns.headSeen = true;
       ns.remoteEnded = endStream;
       this.streams.set(sid, ns);
@@ -467,14 +593,17 @@ export class H2Connection {
           break;
         }
       }
-      if (informational && endStream) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+      if ((informational && endStream) || checkFields(fields, RESPONSE) === MALFORMED) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
       if (!informational) s.headSeen = true;
       if (endStream) s.remoteEnded = true;
       this.events.headers(sid, fields, endStream, false);
       if (endStream) this.maybeClose(s);
       return;
     }
-    if (!endStream) return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR); // trailers must end the stream
+    // trailers end the stream, carry no pseudo-header fields, and the body had its content-length
+    if (!endStream || checkFields(fields, TRAILERS) === MALFORMED || (s.contentLength >= 0 && s.received !== s.contentLength)) {
+      return this.streamError(sid, H2_ERROR.PROTOCOL_ERROR);
+    }
     s.remoteEnded = true;
     this.events.headers(sid, fields, true, true);
     this.maybeClose(s);
@@ -587,8 +716,7 @@ export class H2Connection {
 
   private connError(code: number, reason: string): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastPeerStreamId, code, textEncoder.encode(reason.slice(0, 200)));
-    this.sentGoaway = true;
+    this.writer.goaway(this.goawayLastId(), code, textEncoder.encode(reason.slice(0, 200)));
     this.flush();
     this.shutdown(code, reason);
   }
@@ -832,11 +960,20 @@ export class H2Connection {
     this.drop(s);
   }
 
+  /** The last stream id of a GOAWAY we send: the peer's last stream, and never more than in an earlier GOAWAY (streams
+   *  the peer opened after our first GOAWAY were ignored). Marks the connection as going away. */
+  private goawayLastId(): number {
+    if (!this.sentGoaway) {
+      this.sentGoaway = true;
+      this.sentGoawayLast = this.lastPeerStreamId;
+    }
+    return this.sentGoawayLast;
+  }
+
   /** GOAWAY with the last stream id the peer opened; new streams after it are ignored (server) or refused (client). */
   goaway(code: number, debug?: string): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastPeerStreamId, code, debug ? textEncoder.encode(debug) : undefined);
-    this.sentGoaway = true;
+    this.writer.goaway(this.goawayLastId(), code, debug ? textEncoder.encode(debug) : undefined);
   }
 
   /** PING with 8 bytes of payload (the ack is not reported). */

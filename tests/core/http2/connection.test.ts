@@ -1,4 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import http2 from "node:http2";
+import net from "node:net";
 import { H2Connection, type H2Settings } from "../../../src/core/http2/connection.ts";
 import { FRAME, H2_ERROR } from "../../../src/core/http2/frames.ts";
 import { HpackDecoder } from "../../../src/core/http2/hpack.ts";
@@ -16,6 +18,11 @@ const u32 = (v: number) => {
   return b;
 };
 const windowUpdate = (stream: number, inc: number) => frame(FRAME.WINDOW_UPDATE, 0, stream, u32(inc));
+const pattern = (n: number, seed = 0) => {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + seed) & 0xff;
+  return b;
+};
 const goawayCode = (f: ParsedFrame) => f.payload.readUInt32BE(4);
 
 interface Recorded {
@@ -142,6 +149,30 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(fs.filter((f) => f.type === FRAME.WINDOW_UPDATE).length).toBe(1);
   });
 
+  test("an owner that is a class instance gets its events as method calls (write included)", () => {
+    class Owner {
+      written = 0;
+      heads = 0;
+      conn = new H2Connection("server", this);
+      write(b: Uint8Array) {
+        this.written += b.length;
+      }
+      headers() {
+        this.heads++;
+      }
+      data() {}
+      reset() {}
+      writable() {}
+      goaway() {}
+      closed() {}
+    }
+    const o = new Owner();
+    o.conn.feed(Buffer.concat([PREFACE, settingsFrame(), headersFrame(1, C31)]));
+    o.conn.flush();
+    expect(o.heads).toBe(1);
+    expect(o.written).toBeGreaterThan(0);
+  });
+
   test("PING is answered with its payload", () => {
     const { c, frames } = server();
     c.feed(frame(FRAME.PING, 0, 0, Buffer.from("0102030405060708", "hex")));
@@ -242,6 +273,71 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.closed).toBeNull();
   });
 
+  const malformed: [string, [string, string][], boolean][] = [
+    ["an upper-case field name", [...requestFields("/"), ["X-Up", "1"]], true],
+    ["a space in a field name", [...requestFields("/"), ["x up", "1"]], true],
+    ["a colon inside a field name", [...requestFields("/"), ["x:up", "1"]], true],
+    ["CR LF in a field value", [...requestFields("/"), ["x-a", "1\r\nx-injected: 2"]], true],
+    ["LF in :path", requestFields("/a\nb"), true],
+    ["NUL in a field value", [...requestFields("/"), ["x-a", "1\u0000"]], true],
+    ["a pseudo-header field after a regular one", [["x-a", "1"], ...requestFields("/")], true],
+    ["an unknown pseudo-header field", [...requestFields("/"), [":nope", "1"]], true],
+    ["a response pseudo-header in a request", [[":status", "200"], ...requestFields("/")], true],
+    ["no :path", requestFields("/").filter(([k]) => k !== ":path"), true],
+    ["an empty :path", requestFields(""), true],
+    ["two :method", [[":method", "GET"], ...requestFields("/")], true],
+    ["connection", [...requestFields("/"), ["connection", "keep-alive"]], true],
+    ["transfer-encoding", [...requestFields("/"), ["transfer-encoding", "chunked"]], true],
+    ["upgrade", [...requestFields("/"), ["upgrade", "websocket"]], true],
+    ["te other than trailers", [...requestFields("/"), ["te", "gzip"]], true],
+    ["a content-length that is not a number", [...requestFields("/"), ["content-length", "1e3"]], true],
+    ["two different content-lengths", [...requestFields("/"), ["content-length", "1"], ["content-length", "2"]], true],
+    ["a content-length with END_STREAM on the head", [...requestFields("/"), ["content-length", "3"]], false],
+  ];
+  for (const [name, fields, openBody] of malformed) {
+    test(`a malformed request (${name}) is reset with PROTOCOL_ERROR, the owner never sees it`, () => {
+      const { c, ev, frames } = server();
+      c.feed(headersFrame(1, hpack(fields), !openBody));
+      expect(ev.heads).toEqual([]);
+      expect(frames().map((f) => [f.type, f.stream, f.payload.readUInt32BE(0)])).toEqual([[FRAME.RST_STREAM, 1, H2_ERROR.PROTOCOL_ERROR]]);
+      c.feed(headersFrame(3, C31));
+      expect(ev.heads.map((h) => h[0])).toEqual([3]);
+      expect(ev.closed).toBeNull();
+    });
+  }
+
+  test("well-formed: te: trailers, CONNECT without :scheme/:path, a body matching its content-length", () => {
+    const { c, ev, frames } = server();
+    c.feed(headersFrame(1, hpack([...requestFields("/"), ["te", "trailers"]])));
+    c.feed(headersFrame(3, hpack([[":method", "CONNECT"], [":authority", "example.test:443"]]), false));
+    c.feed(headersFrame(5, hpack([...requestFields("/"), ["content-length", "5"]]), false));
+    c.feed(dataFrame(5, Buffer.from("ab")));
+    c.feed(dataFrame(5, Buffer.from("cde"), true));
+    expect(ev.heads.map((h) => h[0])).toEqual([1, 3, 5]);
+    expect(ev.data).toEqual([
+      [5, "ab", false],
+      [5, "cde", true],
+    ]);
+    expect(frames().filter((f) => f.type === FRAME.RST_STREAM)).toEqual([]);
+  });
+
+  test("a request body longer, or shorter, than its content-length is reset with PROTOCOL_ERROR (and reported)", () => {
+    const { c, ev } = server();
+    const head = hpack([...requestFields("/"), ["content-length", "3"]]);
+    c.feed(Buffer.concat([headersFrame(1, head, false), dataFrame(1, Buffer.from("abcd"))]));
+    c.feed(Buffer.concat([headersFrame(3, head, false), dataFrame(3, Buffer.from("ab"), true)]));
+    c.feed(Buffer.concat([headersFrame(5, head, false), dataFrame(5, Buffer.from("ab")), headersFrame(5, hpack([["x-t", "1"]]), true)]));
+    c.feed(Buffer.concat([headersFrame(7, hpack(requestFields("/")), false), headersFrame(7, hpack([[":path", "/"]]), true)]));
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.PROTOCOL_ERROR],
+      [3, H2_ERROR.PROTOCOL_ERROR],
+      [5, H2_ERROR.PROTOCOL_ERROR],
+      [7, H2_ERROR.PROTOCOL_ERROR],
+    ]);
+    expect(ev.data).toEqual([[5, "ab", false]]);
+    expect(ev.closed).toBeNull();
+  });
+
   test("max concurrent streams: the stream above the limit gets REFUSED_STREAM, its header block still feeds the HPACK table", () => {
     const { c, ev, frames } = server({ maxConcurrentStreams: 2 });
     c.feed(Buffer.concat([headersFrame(1, C31, false), headersFrame(3, C31, false)]));
@@ -327,6 +423,32 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.writables).toEqual([1, 3]);
   });
 
+  test("many streams blocked on the connection window all progress as connection WINDOW_UPDATEs come, a little at a time", () => {
+    const { c, ev, frames } = server({}, [[4, 1 << 20]]);
+    const ids = [1, 3, 5, 7, 9];
+    for (const id of ids) {
+      c.feed(headersFrame(id, C31, true));
+      c.sendHeaders(id, [":status", "200"], false);
+    }
+    // streams 1 and 3 go whole, 5 in part; 5, 7 and 9 wait
+    expect(ids.map((id) => c.sendData(id, pattern(30000, id), true))).toEqual([true, true, false, false, false]);
+    let got = frames().filter((f) => f.type === FRAME.DATA).reduce((n, f) => n + f.payload.length, 0);
+    expect(got).toBe(65535);
+    // 2 bytes short of the rest, in steps of 7,000
+    const rest = 5 * 30000 - 65535;
+    for (let sent = 0; sent < rest - 2; sent += 7000) {
+      c.feed(windowUpdate(0, Math.min(7000, rest - 2 - sent)));
+      got += frames().filter((f) => f.type === FRAME.DATA).reduce((n, f) => n + f.payload.length, 0);
+    }
+    expect(got).toBe(5 * 30000 - 2);
+    expect(ev.writables).toEqual([5, 7]);
+    c.feed(windowUpdate(0, 2));
+    const last = frames().filter((f) => f.type === FRAME.DATA);
+    expect(last.map((f) => [f.stream, f.payload.length, f.flags])).toEqual([[9, 2, 1]]);
+    expect(ev.writables).toEqual([5, 7, 9]);
+    expect(c.openStreams).toBe(0);
+  });
+
   test("receiving: WINDOW_UPDATEs only once half the window is consumed; without consumed() the peer is held to the window", () => {
     const { c, ev, frames } = server({ initialWindowSize: 1000 });
     c.feed(headersFrame(1, C31, false));
@@ -386,6 +508,41 @@ describe("H2Connection server role: byte fixtures", () => {
     expect(ev.data).toEqual([[1, "still", true]]);
     c.feed(frame(FRAME.GOAWAY, 0, 0, Buffer.concat([u32(0), u32(0)])));
     expect(ev.goaways).toEqual([[0, 0]]);
+    // a later GOAWAY (here a connection error) does not name the ignored stream 3
+    c.feed(dataFrame(0, Buffer.alloc(1)));
+    const last = frames().find((f) => f.type === FRAME.GOAWAY)!;
+    expect([last.payload.readUInt32BE(0), goawayCode(last)]).toEqual([1, H2_ERROR.PROTOCOL_ERROR]);
+  });
+
+  test("close() (the socket closed): every stream gets reset(id, CANCEL), then closed(); nothing is written, later calls are no-ops", () => {
+    const { c, ev, frames } = server();
+    c.feed(Buffer.concat([headersFrame(1, C31, false), headersFrame(3, C31, true)]));
+    frames();
+    c.close();
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.CANCEL],
+      [3, H2_ERROR.CANCEL],
+    ]);
+    expect(ev.closed).toEqual([H2_ERROR.CANCEL, "connection closed"]);
+    expect(c.isClosed).toBe(true);
+    expect(c.sendData(3, Buffer.from("x"), true)).toBe(true);
+    c.sendHeaders(3, [":status", "200"], true);
+    c.ping();
+    c.goaway(0);
+    c.feed(headersFrame(5, C31));
+    expect(frames()).toEqual([]);
+    expect(ev.heads.length).toBe(2);
+  });
+
+  test("ping() writes a PING; the peer's ack is taken silently", () => {
+    const { c, ev, frames } = server();
+    c.ping(Buffer.from("abcdefgh"));
+    const fs = frames();
+    expect(kinds(fs)).toEqual([[FRAME.PING, 0, 0]]);
+    expect(fs[0]!.payload.toString()).toBe("abcdefgh");
+    c.feed(frame(FRAME.PING, 1, 0, Buffer.from("abcdefgh")));
+    expect(frames()).toEqual([]);
+    expect(ev.closed).toBeNull();
   });
 
   test("RST_STREAM from the peer: reset() to the owner, queued DATA dropped", () => {
@@ -463,6 +620,27 @@ describe("H2Connection client role: byte fixtures", () => {
     expect(ev.closed).toBeNull();
   });
 
+  test("DATA before the final response head (after a 1xx only) is a malformed response: the stream is reset", () => {
+    const { c, ev } = client();
+    c.openStream(C31_FIELDS, true);
+    c.feed(Buffer.concat([settingsFrame(), headersFrame(1, hpack([[":status", "100"]]), false), dataFrame(1, Buffer.from("x"), true)]));
+    expect(ev.data).toEqual([]);
+    expect(ev.resets).toEqual([[1, H2_ERROR.PROTOCOL_ERROR]]);
+    expect(ev.closed).toBeNull();
+  });
+
+  test("a response head without :status, or with a request pseudo-header, resets the stream", () => {
+    const { c, ev } = client();
+    c.openStream(C31_FIELDS, true);
+    c.openStream(C31_FIELDS, true);
+    c.feed(Buffer.concat([settingsFrame(), headersFrame(1, hpack([["x-a", "1"]]), true), headersFrame(3, hpack([[":status", "200"], [":path", "/"]]), true)]));
+    expect(ev.heads).toEqual([]);
+    expect(ev.resets).toEqual([
+      [1, H2_ERROR.PROTOCOL_ERROR],
+      [3, H2_ERROR.PROTOCOL_ERROR],
+    ]);
+  });
+
   test("SETTINGS_ENABLE_PUSH 1 from a server is a PROTOCOL_ERROR; a server that does not start with SETTINGS too", () => {
     const a = client();
     a.c.feed(settingsFrame([[2, 1]]));
@@ -471,4 +649,942 @@ describe("H2Connection client role: byte fixtures", () => {
     b.c.feed(pingFrame());
     expect(b.ev.closed?.[0]).toBe(H2_ERROR.PROTOCOL_ERROR);
   });
+});
+
+// ---------------------------------------------------------------- real peers over loopback TCP
+
+class StreamRec {
+  heads: string[][] = [];
+  trailers: string[] | null = null;
+  chunks: Buffer[] = [];
+  bytes = 0;
+  /** DATA bytes delivered and not consumed */
+  held = 0;
+  maxHeld = 0;
+  ended = false;
+  resetCode: number | null = null;
+  /** consumed bytes owed once the echo queue drains */
+  owed = 0;
+  readonly done: Promise<StreamRec>;
+  resolve!: (r: StreamRec) => void;
+  /** the code of a reset (by the peer or the connection) */
+  readonly wasReset: Promise<number>;
+  resetResolve!: (code: number) => void;
+  constructor(readonly id: number) {
+    this.done = new Promise((r) => (this.resolve = r));
+    this.wasReset = new Promise((r) => (this.resetResolve = r));
+  }
+  body(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+interface PeerHandlers {
+  /** server: a request head came (trailers go to rec.trailers) */
+  head?(p: Peer, rec: StreamRec, endStream: boolean): void;
+  /** DATA came (after it was recorded) */
+  data?(p: Peer, rec: StreamRec, bytes: Uint8Array, endStream: boolean): void;
+  /** the peer ended its side */
+  end?(p: Peer, rec: StreamRec): void;
+  writable?(p: Peer, id: number): void;
+}
+
+/** An owner of an H2Connection on a socket, the way tapwire's wiring does it: feed on read, flush once per iteration. */
+class Peer {
+  readonly conn: H2Connection;
+  readonly streams = new Map<number, StreamRec>();
+  /** consumed() is called as DATA arrives (false: the test decides) */
+  autoConsume = true;
+  totalHeld = 0;
+  maxTotalHeld = 0;
+  goaways: [number, number][] = [];
+  readonly goawayReceived: Promise<void>;
+  private goawayResolve!: () => void;
+  closedWith: [number, string] | null = null;
+  readonly closed: Promise<void>;
+  private closedResolve!: () => void;
+  private scheduled = false;
+  /** resolved by the next DATA event (tests waiting for the peer to fill a window) */
+  private dataWaiters: (() => void)[] = [];
+
+  constructor(
+    role: "server" | "client",
+    readonly sock: net.Socket,
+    local: Partial<H2Settings> | undefined,
+    readonly h: PeerHandlers = {},
+  ) {
+    this.closed = new Promise((r) => (this.closedResolve = r));
+    this.goawayReceived = new Promise((r) => (this.goawayResolve = r));
+    this.conn = new H2Connection(
+      role,
+      {
+        write: (b) => {
+          if (!sock.destroyed) sock.write(b);
+        },
+        headers: (id, fields, endStream, trailers) => {
+          let rec = this.streams.get(id);
+          if (!rec) this.streams.set(id, (rec = new StreamRec(id)));
+          if (trailers) rec.trailers = fields;
+          else rec.heads.push(fields);
+          if (!trailers) h.head?.(this, rec, endStream);
+          if (endStream) this.ended(rec);
+        },
+        data: (id, bytes, endStream) => {
+          const rec = this.streams.get(id)!;
+          rec.chunks.push(Buffer.from(bytes));
+          rec.bytes += bytes.length;
+          rec.held += bytes.length;
+          this.totalHeld += bytes.length;
+          if (rec.held > rec.maxHeld) rec.maxHeld = rec.held;
+          if (this.totalHeld > this.maxTotalHeld) this.maxTotalHeld = this.totalHeld;
+          if (this.autoConsume) this.consume(rec);
+          h.data?.(this, rec, bytes, endStream);
+          if (endStream) this.ended(rec);
+          for (const w of this.dataWaiters.splice(0)) w();
+        },
+        reset: (id, code) => {
+          const rec = this.streams.get(id) ?? new StreamRec(id);
+          this.streams.set(id, rec);
+          this.totalHeld -= rec.held;
+          rec.held = 0;
+          rec.resetCode = code;
+          rec.resolve(rec);
+          rec.resetResolve(code);
+        },
+        writable: (id) => h.writable?.(this, id),
+        goaway: (last, code) => {
+          this.goaways.push([last, code]);
+          this.goawayResolve();
+        },
+        closed: (code, reason) => {
+          this.closedWith = [code, reason];
+          this.closedResolve();
+        },
+      },
+      local,
+    );
+    sock.on("data", (d: Buffer) => {
+      this.conn.feed(d);
+      this.sched();
+    });
+    sock.on("error", () => {});
+    sock.on("close", () => {
+      this.conn.close();
+      this.closedResolve();
+    });
+    this.sched();
+  }
+
+  sched(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.conn.flush();
+    });
+  }
+
+  private ended(rec: StreamRec): void {
+    rec.ended = true;
+    this.h.end?.(this, rec);
+    rec.resolve(rec);
+  }
+
+  consume(rec: StreamRec, n = rec.held): void {
+    rec.held -= n;
+    this.totalHeld -= n;
+    this.conn.consumed(rec.id, n);
+    this.sched();
+  }
+
+  /** resolves at the next DATA event */
+  nextData(): Promise<void> {
+    return new Promise((r) => this.dataWaiters.push(r));
+  }
+
+  /** client role: a request; the body goes in one sendData (the connection queues what the windows do not allow) */
+  request(fields: string[], body?: Uint8Array, trailers?: string[]): StreamRec {
+    const id = this.conn.openStream(fields, !body && !trailers);
+    const rec = new StreamRec(id);
+    this.streams.set(id, rec);
+    if (body) this.conn.sendData(id, body, !trailers);
+    if (trailers) this.conn.sendHeaders(id, trailers, true);
+    this.sched();
+    return rec;
+  }
+
+  respond(id: number, fields: string[], body?: Uint8Array, trailers?: string[]): void {
+    this.conn.sendHeaders(id, fields, !body && !trailers);
+    if (body) this.conn.sendData(id, body, !trailers);
+    if (trailers) this.conn.sendHeaders(id, trailers, true);
+    this.sched();
+  }
+}
+
+/** An echo server: the request body goes back as it arrives, consumed() once sent (a relay's backpressure). */
+const echoHandlers: PeerHandlers = {
+  head(p, rec, endStream) {
+    const req = rec.heads[0]!;
+    const path = req[req.indexOf(":path") + 1]!;
+    const extra = path.startsWith("/big-head") ? ["x-big", "h".repeat(40000)] : [];
+    p.conn.sendHeaders(rec.id, [":status", "200", "x-path", path, ...extra], false);
+    if (endStream) p.conn.sendData(rec.id, Buffer.from(`no body ${path}`), true);
+    p.sched();
+  },
+  data(p, rec, bytes, endStream) {
+    if (p.autoConsume) return;
+    rec.owed += bytes.length;
+    if (p.conn.sendData(rec.id, Buffer.from(bytes), endStream && !rec.trailers)) {
+      p.consume(rec, rec.owed);
+      rec.owed = 0;
+    }
+    p.sched();
+  },
+  writable(p, id) {
+    const rec = p.streams.get(id)!;
+    p.consume(rec, rec.owed);
+    rec.owed = 0;
+  },
+  end(p, rec) {
+    if (rec.trailers) {
+      p.conn.sendHeaders(rec.id, ["x-got-trailers", rec.trailers.join("=")], true);
+      p.sched();
+    }
+  },
+};
+
+interface TestServer {
+  port: number;
+  peers: Peer[];
+  firstPeer: Promise<Peer>;
+  close(): Promise<void>;
+}
+
+/** tapwire's server role on a loopback port */
+async function serveH2(local?: Partial<H2Settings>, handlers: PeerHandlers = echoHandlers, autoConsume = false): Promise<TestServer> {
+  const peers: Peer[] = [];
+  let first!: (p: Peer) => void;
+  const firstPeer = new Promise<Peer>((r) => (first = r));
+  const srv = net.createServer((sock) => {
+    const p = new Peer("server", sock, local, handlers);
+    p.autoConsume = autoConsume;
+    peers.push(p);
+    first(p);
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  return {
+    port: (srv.address() as net.AddressInfo).port,
+    peers,
+    firstPeer,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const p of peers) p.sock.destroy();
+        srv.close(() => r());
+      }),
+  };
+}
+
+/** node's response head: :status is a number */
+type NodeResponseHead = http2.IncomingHttpHeaders & { ":status"?: number };
+
+function nodeRequest(client: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer, options?: http2.ClientSessionRequestOptions) {
+  const req = client.request(headers, options);
+  const chunks: Buffer[] = [];
+  let head: NodeResponseHead | null = null;
+  let trailers: http2.IncomingHttpHeaders | null = null;
+  req.on("response", (h) => (head = h as NodeResponseHead));
+  req.on("trailers", (t) => (trailers = t));
+  req.on("data", (d: Buffer) => chunks.push(d));
+  const done = new Promise<{ head: NodeResponseHead | null; body: Buffer; trailers: http2.IncomingHttpHeaders | null; rstCode: number }>((resolve) => {
+    req.on("close", () => resolve({ head, body: Buffer.concat(chunks), trailers, rstCode: req.rstCode ?? 0 }));
+    req.on("error", () => {});
+  });
+  if (body) req.end(body);
+  else if (!options?.waitForTrailers && options?.endStream !== false) req.end();
+  return { req, done };
+}
+
+describe("H2Connection server role against node:http2's client", () => {
+  test("150 parallel streams on one connection, with and without bodies", async () => {
+    // node's client opens them all before our SETTINGS arrive: the default limit of 100 would refuse 50
+    const s = await serveH2({ maxConcurrentStreams: 256 });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const reqs = [];
+      for (let i = 0; i < 150; i++) reqs.push(nodeRequest(client, { ":path": `/r${i}`, ":method": i % 2 ? "POST" : "GET" }, i % 2 ? pattern(3000, i) : undefined).done);
+      const res = await Promise.all(reqs);
+      for (let i = 0; i < 150; i++) {
+        expect(res[i]!.head?.[":status"]).toBe(200);
+        expect(res[i]!.head?.["x-path"]).toBe(`/r${i}`);
+        if (i % 2) expect(res[i]!.body.equals(pattern(3000, i))).toBe(true);
+        else expect(res[i]!.body.toString()).toBe(`no body /r${i}`);
+      }
+      const p = await s.firstPeer;
+      expect(p.closedWith).toBeNull();
+      expect(p.conn.openStreams).toBe(0);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("bodies larger than every window, both ways (4 MiB echoed: our 1 MiB stream window, node's 64 KiB)", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const body = pattern(4 << 20, 7);
+      const [a, b] = await Promise.all([nodeRequest(client, { ":path": "/a", ":method": "POST" }, body).done, nodeRequest(client, { ":path": "/b", ":method": "POST" }, body).done]);
+      expect(a.body.length).toBe(body.length);
+      expect(a.body.equals(body)).toBe(true);
+      expect(b.body.equals(body)).toBe(true);
+      const p = await s.firstPeer;
+      for (const rec of p.streams.values()) expect(rec.maxHeld).toBeLessThanOrEqual(1 << 20);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("a reader that stops calling consumed() stops the peer: the bytes held stay within the stream and connection windows", async () => {
+    const s = await serveH2({ initialWindowSize: 256 * 1024, connectionWindow: 512 * 1024 }, {}, false);
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const body = pattern(1 << 20, 3);
+      const reqs = [0, 1, 2].map((i) => nodeRequest(client, { ":path": `/slow${i}`, ":method": "POST" }, body));
+      const p = await s.firstPeer;
+      while (p.totalHeld < 512 * 1024) await p.nextData();
+      // the connection window is full; a PING round trip shows nothing more was on its way
+      await new Promise<void>((r, j) => client.ping((err) => (err ? j(err) : r())));
+      expect(p.totalHeld).toBe(512 * 1024);
+      expect(p.maxTotalHeld).toBe(512 * 1024);
+      for (const rec of p.streams.values()) expect(rec.maxHeld).toBeLessThanOrEqual(256 * 1024);
+      // the reader takes the bytes again: everything arrives
+      p.autoConsume = true;
+      for (const rec of p.streams.values()) p.consume(rec);
+      const recs = await Promise.all([...p.streams.values()].map((r) => r.done));
+      for (const rec of recs) {
+        expect(rec.ended).toBe(true);
+        expect(rec.body().equals(body)).toBe(true);
+        p.respond(rec.id, [":status", "204"]);
+      }
+      for (const r of reqs) expect((await r.done).head?.[":status"]).toBe(204);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("trailers both ways", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const { req, done } = nodeRequest(client, { ":path": "/t", ":method": "POST" }, undefined, { waitForTrailers: true });
+      req.on("wantTrailers", () => req.sendTrailers({ "x-req-trailer": "yes" }));
+      req.end(Buffer.from("payload"));
+      const res = await done;
+      expect(res.body.toString()).toBe("payload");
+      expect(res.trailers?.["x-got-trailers"]).toBe("x-req-trailer=yes");
+      const rec = (await s.firstPeer).streams.get(1)!;
+      expect(rec.trailers).toEqual(["x-req-trailer", "yes"]);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("RST_STREAM both ways", async () => {
+    const s = await serveH2({}, {
+      head(p, rec) {
+        const path = rec.heads[0]![rec.heads[0]!.indexOf(":path") + 1];
+        if (path === "/server-resets") {
+          p.conn.reset(rec.id, H2_ERROR.INTERNAL_ERROR);
+          p.sched();
+        } else {
+          p.conn.sendHeaders(rec.id, [":status", "200"], false);
+          p.sched();
+        }
+      },
+    });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const a = nodeRequest(client, { ":path": "/server-resets" });
+      expect((await a.done).rstCode).toBe(H2_ERROR.INTERNAL_ERROR);
+      const b = nodeRequest(client, { ":path": "/client-resets", ":method": "POST" }, undefined, { endStream: false });
+      await new Promise((r) => b.req.on("response", r));
+      b.req.close(http2.constants.NGHTTP2_CANCEL);
+      const p = await s.firstPeer;
+      const rec = await p.streams.get(3)!.done;
+      expect(rec.resetCode).toBe(H2_ERROR.CANCEL);
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("GOAWAY both ways, and PING", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const res = await nodeRequest(client, { ":path": "/before" }).done;
+      expect(res.head?.[":status"]).toBe(200);
+      const payload = Buffer.from("12345678");
+      const pong = await new Promise<Buffer>((r, j) => client.ping(payload, (err, _d, back) => (err ? j(err) : r(back))));
+      expect(pong.equals(payload)).toBe(true);
+      const p = await s.firstPeer;
+      const got = new Promise<[number, number]>((r) => client.on("goaway", (code, last) => r([code, last])));
+      p.conn.goaway(H2_ERROR.NO_ERROR, "shutting down");
+      p.sched();
+      expect(await got).toEqual([0, 1]);
+
+      const client2 = http2.connect(`http://127.0.0.1:${s.port}`);
+      await nodeRequest(client2, { ":path": "/x" }).done;
+      const p2 = s.peers[1]!;
+      client2.goaway(http2.constants.NGHTTP2_NO_ERROR);
+      await p2.goawayReceived;
+      expect(p2.goaways[0]).toEqual([0, 0]); // the last server-initiated stream the client took: none
+      client2.close();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("SETTINGS changes mid-connection: the client's initial window grows from 1,000 bytes, and a 30 KB response goes at once", async () => {
+    const body = pattern(30 * 1024, 9);
+    const sentWhole: boolean[] = [];
+    const s = await serveH2({}, {
+      head(p, rec) {
+        p.conn.sendHeaders(rec.id, [":status", "200"], false);
+        sentWhole.push(p.conn.sendData(rec.id, body, true));
+        p.sched();
+      },
+    });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`, { settings: { initialWindowSize: 1000 } });
+    try {
+      const a = await nodeRequest(client, { ":path": "/small-window" }).done;
+      expect(a.body.equals(body)).toBe(true);
+      // node calls back once our SETTINGS ack arrives
+      await new Promise<void>((r) => client.settings({ initialWindowSize: 1 << 20 }, () => r()));
+      const b = await nodeRequest(client, { ":path": "/large-window" }).done;
+      expect(b.body.equals(body)).toBe(true);
+      // with 1,000 bytes of stream window the body had to wait for WINDOW_UPDATEs; with 1 MiB it went at once
+      expect(sentWhole).toEqual([false, true]);
+      expect((await s.firstPeer).closedWith).toBeNull();
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("CONTINUATION both ways: a 40 KB header from the client, a 40 KB header back", async () => {
+    const s = await serveH2();
+    const client = http2.connect(`http://127.0.0.1:${s.port}`);
+    try {
+      const big = "c".repeat(40000);
+      const res = await nodeRequest(client, { ":path": "/big-head", "x-big-req": big }).done;
+      expect(res.head?.["x-big"]).toBe("h".repeat(40000));
+      const rec = (await s.firstPeer).streams.get(1)!;
+      expect(rec.heads[0]![rec.heads[0]!.indexOf("x-big-req") + 1]).toBe(big);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("a request head over the header list limit gets a 431; the connection serves the next request", async () => {
+    const s = await serveH2({ maxHeaderListSize: 16 * 1024 });
+    const client = http2.connect(`http://127.0.0.1:${s.port}`, { maxHeaderListPairs: 100000 });
+    client.on("error", () => {});
+    try {
+      const res = await nodeRequest(client, { ":path": "/huge", "x-huge": "x".repeat(20000) }).done;
+      expect(res.head?.[":status"]).toBe(431);
+      const ok = await nodeRequest(client, { ":path": "/after" }).done;
+      expect(ok.head?.[":status"]).toBe(200);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  });
+
+  test("max concurrent streams: streams beyond our limit are refused (REFUSED_STREAM) until the client knows it, then held back by the client", async () => {
+    let held: number[] = [];
+    let maxOpen = 0;
+    let answerNow = false;
+    let twoHeld!: () => void;
+    const s = await serveH2({ maxConcurrentStreams: 2 }, {
+      head(p, rec) {
+        maxOpen = Math.max(maxOpen, p.conn.openStreams);
+        if (answerNow) p.respond(rec.id, [":status", "200"]);
+        else if (held.push(rec.id) === 2) twoHeld();
+      },
+    });
+    const round = async (client: http2.ClientHttp2Session) => {
+      held = [];
+      answerNow = false;
+      const twoHeldP = new Promise<void>((r) => (twoHeld = r));
+      const reqs = [0, 1, 2, 3].map((i) => nodeRequest(client, { ":path": `/h${i}` }));
+      await twoHeldP;
+      answerNow = true;
+      const p = s.peers.at(-1)!;
+      for (const id of held) p.respond(id, [":status", "200"]);
+      const res = await Promise.all(reqs.map((r) => r.done));
+      expect(p.closedWith).toBeNull();
+      return res.map((r) => (r.head?.[":status"] === 200 ? "ok" : r.rstCode === H2_ERROR.REFUSED_STREAM ? "refused" : `other ${r.rstCode}`));
+    };
+    // requests written with the connection preface, before our SETTINGS arrive: the two beyond the limit are refused
+    const early = http2.connect(`http://127.0.0.1:${s.port}`);
+    let late: http2.ClientHttp2Session | undefined;
+    try {
+      const a = await round(early);
+      // requests made once the client has our SETTINGS: it holds the two beyond the limit back until streams end
+      late = http2.connect(`http://127.0.0.1:${s.port}`);
+      expect(a.slice(0, 2)).toEqual(["ok", "ok"]);
+      for (const r of a.slice(2)) expect(["ok", "refused"]).toContain(r);
+      const l = late;
+      await new Promise<void>((r) => l.once("remoteSettings", () => r()));
+      expect(l.remoteSettings.maxConcurrentStreams).toBe(2);
+      expect(await round(l)).toEqual(["ok", "ok", "ok", "ok"]);
+      expect(maxOpen).toBeLessThanOrEqual(2);
+    } finally {
+      early.close();
+      late?.close();
+      await s.close();
+    }
+  });
+
+  test("curl --http2-prior-knowledge gets a fixed response", async () => {
+    const s = await serveH2({}, {
+      head(p, rec) {
+        p.respond(rec.id, [":status", "200", "content-type", "text/plain", "content-length", "12"], Buffer.from("fixed answer"));
+      },
+    });
+    try {
+      const proc = Bun.spawn(["curl", "-s", "-i", "--http2-prior-knowledge", `http://127.0.0.1:${s.port}/curl`], { stdout: "pipe", stderr: "pipe" });
+      const out = await new Response(proc.stdout).text();
+      expect(await proc.exited).toBe(0);
+      expect(out).toStartWith("HTTP/2 200");
+      expect(out).toContain("content-type: text/plain");
+      expect(out.endsWith("fixed answer")).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+/** tapwire's client role on a socket to a loopback port */
+async function connectH2(port: number, local?: Partial<H2Settings>, handlers: PeerHandlers = {}): Promise<Peer> {
+  const sock = net.connect(port, "127.0.0.1");
+  await new Promise<void>((r, j) => {
+    sock.once("connect", () => r());
+    sock.once("error", j);
+  });
+  const p = new Peer("client", sock, local, handlers);
+  return p;
+}
+
+interface NodeServer {
+  port: number;
+  sessions: http2.ServerHttp2Session[];
+  close(): Promise<void>;
+}
+
+/** node:http2's server (h2c, prior knowledge); `onStream` answers */
+async function nodeServer(onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, body: Promise<Buffer>) => void, settings?: http2.Settings): Promise<NodeServer> {
+  const server = http2.createServer(settings ? { settings } : {});
+  const sessions: http2.ServerHttp2Session[] = [];
+  server.on("session", (s) => sessions.push(s));
+  server.on("stream", (stream, headers) => {
+    stream.on("error", () => {});
+    const chunks: Buffer[] = [];
+    const body = new Promise<Buffer>((r) => {
+      stream.on("data", (d: Buffer) => chunks.push(d));
+      stream.on("end", () => r(Buffer.concat(chunks)));
+    });
+    onStream(stream as http2.ServerHttp2Stream, headers, body);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    sessions,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sessions) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+const GET = (path: string) => [":method", "GET", ":scheme", "http", ":authority", "localhost", ":path", path];
+const POST = (path: string) => [":method", "POST", ":scheme", "http", ":authority", "localhost", ":path", path];
+const field = (fields: string[] | undefined, name: string) => {
+  if (!fields) return undefined;
+  for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
+};
+
+/** echoes the request body (or says the path), with trailers when the request had some */
+const nodeEcho = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, body: Promise<Buffer>) => {
+  let reqTrailers: http2.IncomingHttpHeaders | null = null;
+  stream.on("trailers", (t) => (reqTrailers = t));
+  const path = String(headers[":path"]);
+  void body.then((b) => {
+    if (stream.destroyed) return;
+    const withTrailers = reqTrailers !== null;
+    stream.respond({ ":status": 200, "x-path": path, ...(path.startsWith("/big-head") ? { "x-big": "n".repeat(40000) } : {}) }, withTrailers ? { waitForTrailers: true } : {});
+    if (withTrailers) stream.on("wantTrailers", () => stream.sendTrailers({ "x-echo-trailer": String(reqTrailers!["x-req-trailer"]) }));
+    stream.end(b.length ? b : Buffer.from(`hello ${path}`));
+  });
+};
+
+describe("H2Connection client role against node:http2's server", () => {
+  test("120 parallel streams on one connection, with and without bodies", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const recs: StreamRec[] = [];
+      for (let i = 0; i < 120; i++) recs.push(i % 2 ? p.request(POST(`/r${i}`), pattern(5000, i)) : p.request(GET(`/r${i}`)));
+      await Promise.all(recs.map((r) => r.done));
+      recs.forEach((r, i) => {
+        expect(r.resetCode).toBeNull();
+        expect(field(r.heads[0], ":status")).toBe("200");
+        expect(field(r.heads[0], "x-path")).toBe(`/r${i}`);
+        if (i % 2) expect(r.body().equals(pattern(5000, i))).toBe(true);
+        else expect(r.body().toString()).toBe(`hello /r${i}`);
+      });
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("bodies larger than every window, both ways (4 MiB posted and echoed)", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const body = pattern(4 << 20, 5);
+      const [a, b] = [p.request(POST("/a"), body), p.request(POST("/b"), body)];
+      await Promise.all([a.done, b.done]);
+      expect(a.body().equals(body)).toBe(true);
+      expect(b.body().equals(body)).toBe(true);
+      expect(Math.max(a.maxHeld, b.maxHeld)).toBeLessThanOrEqual(1 << 20);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("a reader that stops calling consumed() stops the server at the stream window; taking the bytes lets it finish", async () => {
+    const body = pattern(3 << 20, 1);
+    const s = await nodeServer((stream) => {
+      stream.respond({ ":status": 200 });
+      stream.end(body);
+    });
+    const p = await connectH2(s.port, { initialWindowSize: 256 * 1024 });
+    p.autoConsume = false;
+    try {
+      const rec = p.request(GET("/slow"));
+      while (rec.held < 256 * 1024) await p.nextData();
+      // the server's PING comes after any DATA it sent: once it is answered, nothing more was on its way
+      await new Promise<void>((r, j) => s.sessions[0]!.ping((err) => (err ? j(err) : r())));
+      expect(rec.held).toBe(256 * 1024);
+      expect(rec.maxHeld).toBe(256 * 1024);
+      p.autoConsume = true;
+      p.consume(rec);
+      await rec.done;
+      expect(rec.body().equals(body)).toBe(true);
+      expect(rec.maxHeld).toBeLessThanOrEqual(256 * 1024);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("trailers both ways", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      const rec = p.request(POST("/t"), Buffer.from("with trailers"), ["x-req-trailer", "abc"]);
+      await rec.done;
+      expect(rec.body().toString()).toBe("with trailers");
+      expect(rec.trailers).toEqual(["x-echo-trailer", "abc"]);
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("RST_STREAM both ways", async () => {
+    let serverStreamClosed!: (code: number) => void;
+    const closedCode = new Promise<number>((r) => (serverStreamClosed = r));
+    const s = await nodeServer((stream, headers) => {
+      if (headers[":path"] === "/server-resets") {
+        stream.respond({ ":status": 200 });
+        stream.write("part", () => stream.close(http2.constants.NGHTTP2_CANCEL));
+      } else {
+        stream.on("close", () => serverStreamClosed(stream.rstCode));
+        stream.respond({ ":status": 200 });
+        stream.write("part");
+      }
+    });
+    const p = await connectH2(s.port);
+    try {
+      // (Bun's server answers close() on a stream whose request ended with END_STREAM, not RST_STREAM: the request stays open)
+      const a = new StreamRec(p.conn.openStream(POST("/server-resets"), false));
+      p.streams.set(a.id, a);
+      p.sched();
+      expect(await a.wasReset).toBe(H2_ERROR.CANCEL);
+      expect(a.body().toString()).toBe("part");
+      const b = p.request(GET("/client-resets"));
+      await p.nextData();
+      p.conn.reset(b.id, H2_ERROR.CANCEL);
+      p.sched();
+      expect(await closedCode).toBe(H2_ERROR.CANCEL);
+      expect(p.conn.openStreams).toBe(0);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("the server's PING is answered; its GOAWAY stops new streams", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done;
+      const payload = Buffer.from("abcdefgh");
+      const back = await new Promise<Buffer>((r, j) => s.sessions[0]!.ping(payload, (err, _d, b) => (err ? j(err) : r(b))));
+      expect(back.equals(payload)).toBe(true);
+      s.sessions[0]!.goaway(http2.constants.NGHTTP2_NO_ERROR, 1);
+      await p.goawayReceived;
+      expect(p.goaways[0]).toEqual([1, 0]);
+      expect(p.conn.goingAway).toBe(true);
+      expect(() => p.conn.openStream(GET("/after"), true)).toThrow();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("SETTINGS changes from the server mid-connection are applied and acked (its initial window shrinks, then grows)", async () => {
+    const s = await nodeServer(nodeEcho);
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done;
+      const session = s.sessions[0]!;
+      await new Promise<void>((r) => session.settings({ initialWindowSize: 1000 }, () => r()));
+      // node calls back when our ACK arrives
+      const body = pattern(200 * 1024, 4);
+      const rec = p.request(POST("/after-shrink"), body);
+      await new Promise<void>((r) => session.settings({ initialWindowSize: 1 << 20 }, () => r()));
+      await rec.done;
+      expect(rec.body().equals(body)).toBe(true);
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("CONTINUATION both ways: a 40 KB request header, a 40 KB response header", async () => {
+    let gotHeader = "";
+    const s = await nodeServer((stream, headers, body) => {
+      gotHeader = String(headers["x-big-req"]);
+      nodeEcho(stream, headers, body);
+    });
+    const p = await connectH2(s.port);
+    try {
+      const rec = p.request([...GET("/big-head"), "x-big-req", "q".repeat(40000)]);
+      await rec.done;
+      expect(gotHeader).toBe("q".repeat(40000));
+      expect(field(rec.heads[0], "x-big")).toBe("n".repeat(40000));
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("a response head over our header list limit resets that stream; the next request is served", async () => {
+    const s = await nodeServer((stream, headers, body) => {
+      if (headers[":path"] === "/huge") {
+        stream.respond({ ":status": 200, "x-huge": "x".repeat(20000) });
+        stream.end();
+      } else nodeEcho(stream, headers, body);
+    });
+    const p = await connectH2(s.port, { maxHeaderListSize: 16 * 1024 });
+    try {
+      const rec = await p.request(GET("/huge")).done;
+      expect(rec.heads).toEqual([]);
+      expect(rec.resetCode).toBe(H2_ERROR.PROTOCOL_ERROR);
+      const ok = await p.request(GET("/next")).done;
+      expect(field(ok.heads[0], ":status")).toBe("200");
+      expect(p.closedWith).toBeNull();
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+
+  test("the server's max concurrent streams: openStream() throws beyond it", async () => {
+    const held: http2.ServerHttp2Stream[] = [];
+    let three!: () => void;
+    const threeHeld = new Promise<void>((r) => (three = r));
+    const s = await nodeServer((stream, headers, body) => {
+      if (String(headers[":path"]).startsWith("/hold")) {
+        if (held.push(stream) === 3) three();
+      }
+      else nodeEcho(stream, headers, body);
+    }, { maxConcurrentStreams: 3 });
+    const p = await connectH2(s.port);
+    try {
+      await p.request(GET("/first")).done; // the server's SETTINGS came before its answer
+      expect(p.conn.peerMaxConcurrentStreams).toBe(3);
+      const recs = [1, 2, 3].map((i) => p.request(GET(`/hold${i}`)));
+      expect(() => p.conn.openStream(GET("/fourth"), true)).toThrow();
+      await threeHeld;
+      held[0]!.respond({ ":status": 200 });
+      held[0]!.end("released");
+      await recs[0]!.done;
+      expect(recs[0]!.body().toString()).toBe("released");
+      const fourth = await p.request(GET("/fourth")).done;
+      expect(field(fourth.heads[0], ":status")).toBe("200");
+    } finally {
+      p.sock.destroy();
+      await s.close();
+    }
+  });
+});
+
+describe("H2Connection client <-> server in memory, bytes re-split at random", () => {
+  /** mulberry32: a seeded generator, so a failure can be replayed */
+  const rng = (seed: number) => () => {
+    seed |= 0;
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+
+  for (const seed of [1, 2, 3, 4, 5]) {
+    test(`seed ${seed}: 40 streams, bodies up to 300 KB both ways, trailers, small windows; every byte arrives in order`, () => {
+      const rand = rng(seed);
+      const toServer: Uint8Array[] = [];
+      const toClient: Uint8Array[] = [];
+      const small = { initialWindowSize: 16384 + Math.floor(rand() * 50000), connectionWindow: 65535 + Math.floor(rand() * 200000), maxFrameSize: 16384 };
+      // the server echoes each request body as it comes, consumed() once its copy is sent (a relay's backpressure)
+      const owed = new Map<number, number>();
+      const reqTrailers = new Map<number, string[]>();
+      const server: H2Connection = new H2Connection(
+        "server",
+        {
+          write: (b) => toClient.push(b),
+          headers(id, fields, end, trailers) {
+            if (trailers) {
+              reqTrailers.set(id, fields);
+              server.sendHeaders(id, ["x-echo", fields[1]!], true);
+              return;
+            }
+            server.sendHeaders(id, [":status", "200", "x-path", fields[fields.indexOf(":path") + 1]!], end);
+          },
+          data(id, bytes, end) {
+            owed.set(id, (owed.get(id) ?? 0) + bytes.length);
+            if (server.sendData(id, bytes.slice(), end)) {
+              server.consumed(id, owed.get(id)!);
+              owed.set(id, 0);
+            }
+          },
+          reset() {},
+          writable(id) {
+            server.consumed(id, owed.get(id) ?? 0);
+            owed.set(id, 0);
+          },
+          goaway() {},
+          closed(code, reason) {
+            throw new Error(`server closed ${code} ${reason}`);
+          },
+        },
+        small,
+      );
+      const got = new Map<number, { chunks: Buffer[]; heads: string[][]; trailers: string[] | null; ended: boolean }>();
+      const client: H2Connection = new H2Connection(
+        "client",
+        {
+          write: (b) => toServer.push(b),
+          headers(id, fields, end, trailers) {
+            const g = got.get(id)!;
+            if (trailers) g.trailers = fields;
+            else g.heads.push(fields);
+            if (end) g.ended = true;
+          },
+          data(id, bytes, end) {
+            const g = got.get(id)!;
+            g.chunks.push(Buffer.from(bytes));
+            client.consumed(id, bytes.length);
+            if (end) g.ended = true;
+          },
+          reset(id, code) {
+            throw new Error(`stream ${id} reset ${code}`);
+          },
+          writable() {},
+          goaway() {},
+          closed(code, reason) {
+            throw new Error(`client closed ${code} ${reason}`);
+          },
+        },
+        small,
+      );
+      const bodies = new Map<number, Buffer>();
+      const withTrailers = new Set<number>();
+      for (let i = 0; i < 40; i++) {
+        const size = rand() < 0.3 ? 0 : Math.floor(rand() * 300000);
+        const body = pattern(size, i);
+        const trailers = rand() < 0.3;
+        const id = client.openStream([":method", "POST", ":scheme", "http", ":authority", "mem", ":path", `/s${i}`], size === 0 && !trailers);
+        bodies.set(id, body);
+        got.set(id, { chunks: [], heads: [], trailers: null, ended: false });
+        if (size > 0) client.sendData(id, body, !trailers);
+        if (trailers) {
+          withTrailers.add(id);
+          client.sendHeaders(id, ["x-req-trailer", `t${id}`], true);
+        }
+      }
+      // the wire: what one side wrote reaches the other in pieces of 1 byte to 20 KB
+      const deliver = (q: Uint8Array[], to: H2Connection) => {
+        if (q.length === 0) return false;
+        const all = Buffer.concat(q.splice(0));
+        for (let p = 0; p < all.length; ) {
+          const n = Math.min(all.length - p, 1 + Math.floor(rand() * (rand() < 0.2 ? 20 : 20000)));
+          to.feed(all.subarray(p, p + n));
+          p += n;
+        }
+        return true;
+      };
+      for (let turns = 0; turns < 100000; turns++) {
+        client.flush();
+        server.flush();
+        const a = deliver(toServer, server);
+        const b = deliver(toClient, client);
+        if (!a && !b) break;
+      }
+      for (const [id, body] of bodies) {
+        const g = got.get(id)!;
+        expect(g.ended).toBe(true);
+        expect(g.heads[0]!.slice(0, 2)).toEqual([":status", "200"]);
+        const echoed = Buffer.concat(g.chunks);
+        expect(echoed.length).toBe(body.length);
+        expect(echoed.equals(body)).toBe(true);
+        if (withTrailers.has(id)) {
+          expect(reqTrailers.get(id)).toEqual(["x-req-trailer", `t${id}`]);
+          expect(g.trailers).toEqual(["x-echo", `t${id}`]);
+        }
+      }
+      expect(client.openStreams).toBe(0);
+      expect(server.openStreams).toBe(0);
+    });
+  }
 });

@@ -60,7 +60,7 @@ describe("FrameWriter", () => {
     w.windowUpdate(1, 10);
     w.data(1, small, 0, 3, false);
     const parts1: Uint8Array[] = [];
-    w.take((b) => parts1.push(b));
+    w.take({ write: (b) => parts1.push(b) });
     expect(parts1.length).toBe(1);
     expect(hex(parts1[0]!)).toBe("000004080000000001" + "0000000a" + "000003000000000001" + "010203");
 
@@ -68,7 +68,7 @@ describe("FrameWriter", () => {
     w.data(3, big, 0, big.length, true);
     w.rstStream(5, 0);
     const parts: Uint8Array[] = [];
-    w.take((b) => parts.push(b));
+    w.take({ write: (b) => parts.push(b) });
     expect(parts.length).toBe(3);
     expect(parts[1]).toBe(big); // the caller's bytes themselves
     const all = Buffer.concat(parts);
@@ -84,7 +84,7 @@ describe("FrameWriter", () => {
     const w = new FrameWriter(16);
     w.windowUpdate(1, 1);
     let first: Uint8Array | undefined;
-    w.take((b) => (first = b));
+    w.take({ write: (b) => (first = b) });
     const copy = hex(first!);
     for (let i = 0; i < 100; i++) w.windowUpdate(3, 2);
     w.takeAll();

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
+import http2 from "node:http2";
+import { connect, createServer } from "node:net";
+import { decodeInteger, encodeInteger, HeaderListTooLarge, HpackDecoder, HpackEncoder, HpackError, HUFFMAN_BITS, HUFFMAN_CODES, learnedNeverIndexedNames, STATIC_TABLE } from "../../../src/core/http2/hpack.ts";
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ""), "hex"));
 const toHex = (b: Uint8Array) => Buffer.from(b).toString("hex");
@@ -286,6 +288,49 @@ describe("encoder policy", () => {
     expect(toHex(e.encode(["x-app", "v1", ":status", "200"]))).toBe("be88");
   });
 
+  test("a name received as a never-indexed literal is never indexed when forwarded (RFC 7541 7.1.3)", () => {
+    const d = new HpackDecoder();
+    expect(learnedNeverIndexedNames()).not.toContain("x-api-key");
+    const e = new HpackEncoder();
+    e.huffman = false;
+    expect(e.encode(["x-api-key", "k1"])[0]).toBe(0x40); // indexed before
+    decode(d, hex("10 09 782d6170692d6b6579 02 6b32")); // x-api-key: k2, never indexed
+    decode(d, hex("1f 02 02 6b32")); // accept-language (static 17): k2, never indexed
+    decode(d, hex("1f 11 03 613d62")); // cookie (static 32) a=b: short, never indexed as our own policy does
+    expect(learnedNeverIndexedNames()).toContain("x-api-key");
+    expect(learnedNeverIndexedNames()).toContain("accept-language");
+    expect(learnedNeverIndexedNames()).not.toContain("cookie");
+    const e2 = new HpackEncoder();
+    e2.huffman = false;
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(toHex(e2.encode(["x-api-key", "k3"]))).toBe("1009782d6170692d6b6579026b33");
+    expect(toHex(e2.encode(["accept-language", "fr"]))).toBe("1f02026672");
+    expect(e2.encode(["cookie", "session=0123456789abcdef0123456789"])[0] & 0xc0).toBe(0x40); // long cookies: indexed
+    expect(e2.tableEntries().map(([n]) => n)).toEqual(["cookie"]);
+    expect(toHex(e.encode(["x-api-key", "k1"]))).toBe("be"); // an entry made before stays usable
+  });
+
+  test(":path is indexed on second sight: unique paths stay out of the table, repeated ones get indexed", () => {
+    const e = new HpackEncoder();
+    e.huffman = false;
+    expect(toHex(e.encode([":path", "/a"]))).toBe("04022f61"); // literal without indexing, name index 4
+    expect(e.tableEntries()).toEqual([]);
+    expect(toHex(e.encode([":path", "/b"]))).toBe("04022f62");
+    expect(toHex(e.encode([":path", "/a"]))).toBe("44022f61"); // seen before: incremental indexing
+    expect(toHex(e.encode([":path", "/a"]))).toBe("be");
+    expect(e.tableEntries()).toEqual([[":path", "/a"]]);
+    for (let i = 0; i < 100; i++) e.encode([":path", `/u${i}`]); // more than it remembers: it forgets, no growth
+    expect(toHex(e.encode([":path", "/b"]))).toBe("04022f62");
+  });
+
+  test("the scratch buffer grows for big blocks (view and copy)", () => {
+    const e = new HpackEncoder();
+    const d = new HpackDecoder();
+    const big = ["x-big", "z".repeat(5000), "x-big2", "\u00ff".repeat(3000)];
+    expect(decode(d, e.encodeView(big))).toEqual(big);
+    expect(decode(d, e.encode([...big].reverse()))).toEqual([...big].reverse());
+  });
+
   test("a value with code units above 255 is sent as UTF-8", () => {
     const e = new HpackEncoder();
     e.huffman = false;
@@ -396,10 +441,146 @@ describe("decoder: malformed blocks are HpackError", () => {
     });
   }
 
+  test("blocks that are views into a larger read (byteOffset > 0) and Buffers decode the same", () => {
+    for (const huffman of [false, true]) {
+      const e = new HpackEncoder();
+      e.huffman = huffman;
+      const fields = ["x-abc", "hello there", "x-def", "w\u00f6rld \u00ff\u0080"];
+      const block = e.encode(fields);
+      const read = new Uint8Array(block.length + 80).fill(0x41);
+      read.set(block, 37);
+      expect(decode(new HpackDecoder(), read.subarray(37, 37 + block.length))).toEqual(fields);
+      expect(decode(new HpackDecoder(), Buffer.from(block))).toEqual(fields);
+    }
+  });
+
   test("the well-formed neighbours of those cases decode", () => {
     expect(decode(new HpackDecoder(), hex("0003 6162 63 81 1f"))).toEqual(["abc", "a"]); // 'a' + 3 ones
     expect(decode(new HpackDecoder(), hex("0003 6162 63 80"))).toEqual(["abc", ""]);
     expect(decode(new HpackDecoder(), hex("3f e11f 82"))).toEqual([":method", "GET"]); // 4096: allowed
     expect(decode(new HpackDecoder(), hex(""))).toEqual([]);
+  });
+});
+
+describe("interop with Bun's node:http2 (an independent HPACK implementation)", () => {
+  const frame = (type: number, flags: number, stream: number, payload: Uint8Array) => {
+    const h = Buffer.alloc(9);
+    h.writeUIntBE(payload.length, 0, 3);
+    h[3] = type;
+    h[4] = flags;
+    h.writeUInt32BE(stream, 5);
+    return Buffer.concat([h, payload]);
+  };
+  const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+  // every printable octet, each after three short codes, so that the encoders pick Huffman for them
+  const headers: Record<string, string> = { "user-agent": "tapwire-interop/1.0" };
+  for (let c = 0x21; c < 0x7f; c++) headers[`x-c${c >> 4}`] = (headers[`x-c${c >> 4}`] ?? "a a") + "aea" + String.fromCharCode(c);
+
+  test("we decode the HEADERS blocks of two requests from node:http2's client (Huffman, dynamic table)", async () => {
+    const blocks: Uint8Array[] = [];
+    let done!: () => void;
+    const twoBlocks = new Promise<void>((r) => (done = r));
+    const server = createServer((sock) => {
+      let buf = Buffer.alloc(0);
+      let p = PREFACE.length;
+      sock.on("data", (d: Buffer) => {
+        buf = Buffer.concat([buf, d]);
+        while (p + 9 <= buf.length && p + 9 + buf.readUIntBE(p, 3) <= buf.length) {
+          const len = buf.readUIntBE(p, 3);
+          if (buf[p + 3] === 1) {
+            expect(buf[p + 4] & 0x28).toBe(0); // no padding, no priority: the payload is the block
+            expect(buf[p + 4] & 0x04).toBe(0x04); // END_HEADERS
+            blocks.push(buf.subarray(p + 9, p + 9 + len));
+            if (blocks.length === 2) done();
+          }
+          p += 9 + len;
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as { port: number }).port;
+    const client = http2.connect(`http://127.0.0.1:${port}`);
+    client.on("error", () => {});
+    for (const path of ["/first", "/second?q=1"]) client.request({ ":path": path, ...headers }).on("error", () => {});
+    await twoBlocks;
+    client.destroy();
+    server.close();
+    const d = new HpackDecoder();
+    const rawLength = Object.entries(headers).reduce((n, [k, v]) => n + k.length + v.length, 0);
+    expect(blocks[0].length).toBeLessThan(rawLength); // Huffman (and nothing indexed yet) made it shorter
+    expect(blocks[1].length).toBeLessThan(blocks[0].length / 4); // the second mostly refers to the dynamic table
+    for (const [i, block] of blocks.entries()) {
+      const out = decode(d, block);
+      const got = new Map<string, string>();
+      for (let k = 0; k < out.length; k += 2) got.set(out[k], out[k + 1]);
+      expect(got.get(":path")).toBe(i === 0 ? "/first" : "/second?q=1");
+      for (const [k, v] of Object.entries(headers)) expect([k, got.get(k)]).toEqual([k, v]);
+    }
+  });
+
+  test("node:http2's server decodes two requests from our encoder (Huffman, dynamic table, never-indexed, latin1)", async () => {
+    const server = http2.createServer();
+    const got: Record<string, string | string[] | undefined>[] = [];
+    let done!: () => void;
+    const two = new Promise<void>((r) => (done = r));
+    server.on("stream", (stream: http2.ServerHttp2Stream, h: http2.IncomingHttpHeaders) => {
+      got.push({ ...h });
+      stream.respond({ ":status": 204 });
+      stream.end();
+      if (got.length === 2) done();
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as { port: number }).port;
+    const fields = [":method", "GET", ":scheme", "http", ":authority", "127.0.0.1", ":path", "/x?y=z", "authorization", "Bearer abc",
+      "x-latin1", "h\u00e9llo w\u00f6rld \u00ff"];
+    for (const [k, v] of Object.entries(headers)) fields.push(k, v);
+    const e = new HpackEncoder();
+    const b1 = e.encode(fields);
+    const b2 = e.encode(fields);
+    expect(b2.length).toBeLessThan(b1.length / 4);
+    const sock = connect(port, "127.0.0.1");
+    sock.on("data", () => {});
+    sock.on("error", () => {});
+    sock.write(Buffer.concat([PREFACE, frame(4, 0, 0, new Uint8Array(0)), frame(1, 5, 1, b1), frame(1, 5, 3, b2)]));
+    await two;
+    sock.destroy();
+    server.close();
+    for (const h of got) for (let i = 0; i < fields.length; i += 2) expect([fields[i], h[fields[i]]]).toEqual([fields[i], fields[i + 1]]);
+  });
+});
+
+describe("decoder: random and mutated input", () => {
+  test("random bytes and bit-flipped valid blocks decode or throw HpackError / HeaderListTooLarge, nothing else", () => {
+    const r = rng(7);
+    const e = new HpackEncoder();
+    const valid = [REQ1, REQ3, RES1, RES3, ["x-fuzz", "b".repeat(300), "cookie", "k=v"]].map((f) => e.encode(f));
+    const kinds = { ok: 0, hpack: 0, tooLarge: 0 };
+    for (let i = 0; i < 5000; i++) {
+      let block: Uint8Array;
+      if (i % 2 === 0) {
+        block = new Uint8Array(Math.floor(r() * 40));
+        for (let k = 0; k < block.length; k++) block[k] = Math.floor(r() * 256);
+      } else {
+        block = valid[i % valid.length].slice();
+        for (let k = 0; k < 1 + Math.floor(r() * 3); k++) block[Math.floor(r() * block.length)] ^= 1 << Math.floor(r() * 8);
+      }
+      const d = new HpackDecoder(r() < 0.5 ? 4096 : 256);
+      const out: string[] = [];
+      try {
+        d.decode(block, 200, out);
+        kinds.ok++;
+        expect(out.length % 2).toBe(0);
+        for (const s of out) expect(typeof s).toBe("string");
+      } catch (err) {
+        if (err instanceof HeaderListTooLarge) kinds.tooLarge++;
+        else if (err instanceof HpackError) kinds.hpack++;
+        else throw err;
+      }
+      expect(d.tableSize).toBeLessThanOrEqual(d.tableMaxSize);
+    }
+    expect(kinds.ok).toBeGreaterThan(100); // the inputs reach every outcome
+    expect(kinds.hpack).toBeGreaterThan(100);
+    expect(kinds.tooLarge).toBeGreaterThan(10);
   });
 });
