@@ -209,8 +209,10 @@ export class H2ServerConnection implements H2Events {
 
   // ---------------------------------------------------------------- H2Events (the codec calls these)
 
-  /** an own property, not a method: H2Connection.flush() hands `events.write` on unbound */
-  readonly write = (bytes: Uint8Array): void => void this.out.push(bytes);
+
+  write(bytes: Uint8Array): void {
+    this.out.push(bytes);
+  }
 
   headers(streamId: number, fields: string[], endStream: boolean, trailers: boolean): void {
     if (trailers) {

@@ -287,8 +287,6 @@ class CodecOrigin implements H2Origin, H2Events {
   private readonly waitingSink = new Set<CodecUpstreamStream>();
   private out: Uint8Array[] = [];
   private readonly flushBound = () => this.flush();
-  /** an own property, not a method: H2Connection.flush() hands `events.write` on unbound */
-  readonly write = (bytes: Uint8Array): void => void this.out.push(bytes);
 
   constructor(
     private readonly sock: tls.TLSSocket,
@@ -392,6 +390,10 @@ class CodecOrigin implements H2Origin, H2Events {
   }
 
   // ---------------------------------------------------------------- H2Events (the codec calls these)
+
+  write(bytes: Uint8Array): void {
+    this.out.push(bytes);
+  }
 
   headers(streamId: number, fields: string[], endStream: boolean, trailers: boolean): void {
     const s = this.streams.get(streamId);
