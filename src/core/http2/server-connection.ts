@@ -209,7 +209,6 @@ export class H2ServerConnection implements H2Events {
 
   // ---------------------------------------------------------------- H2Events (the codec calls these)
 
-
   write(bytes: Uint8Array): void {
     this.out.push(bytes);
   }
