@@ -1,6 +1,6 @@
 /**
- * Minimal repro of two Bun 1.4.5 node:http2 client behaviours that differ from Node and that tapwire works around
- * (src/core/proxy/h2-upstream.ts, exchange.ts onH2Response). They show when the session reads its socket through
+ * Minimal repro of two Bun 1.4.5 node:http2 client behaviours that differ from Node and that tapwire worked around
+ * while its origin side was on node:http2 (before i22-wire: tapwire now frames HTTP/2 itself). They show when the session reads its socket through
  * JavaScript (a socket without a native handle, as tapwire's batching Duplex), because HEADERS, DATA and
  * END_STREAM of a small response are then parsed in one go, before a promise continuation runs.
  *

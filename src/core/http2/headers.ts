@@ -208,3 +208,69 @@ export function h1ResponseToH2Object(status: number, headers: HeaderList): H2Hea
   }
   return o;
 }
+
+/**
+ * h1RequestToH2 as a flat list (`[name, value, ...]`, the codec's form), in one pass (the proxy's hot path). Same
+ * fields, same order, same refusals; `bodyReframed`: the body goes whole with a length of its own, so the
+ * request's Content-Length and Expect are left out (the caller adds the length).
+ */
+export function h1RequestToH2Flat(head: H1RequestHead, scheme: "http" | "https", authority?: string, bodyReframed = false): string[] {
+  const named = hasConnection(head.headers) ? connectionNamed(head.headers) : null;
+  let host = authority;
+  for (const [k, v] of head.headers) {
+    if (k.length === 4 && k.toLowerCase() === "host") {
+      host ??= v.trim();
+      break;
+    }
+  }
+  if (!host) throw new H2TranslateError("the request has no Host: HTTP/2 needs an :authority");
+  const o: string[] = head.method === "CONNECT" ? [":method", "CONNECT", ":authority", host] : [":method", head.method, ":scheme", scheme, ":authority", host, ":path", head.target || "/"];
+  for (const [k, v] of head.headers) {
+    const n = k.toLowerCase();
+    if (CONNECTION_SPECIFIC.has(n) || (named !== null && named.has(n))) continue;
+    if (bodyReframed && (n === "content-length" || n === "expect")) continue;
+    if (n === "te") {
+      if (v.split(",").some((x) => x.trim().toLowerCase() === "trailers")) o.push("te", "trailers");
+      continue;
+    }
+    o.push(n, v);
+  }
+  return o;
+}
+
+/** h1ResponseToH2 as a flat list (see h1RequestToH2Flat). */
+export function h1ResponseToH2Flat(status: number, headers: HeaderList): string[] {
+  const named = hasConnection(headers) ? connectionNamed(headers) : null;
+  const o: string[] = [":status", String(status)];
+  for (const [k, v] of headers) {
+    const n = k.toLowerCase();
+    if (CONNECTION_SPECIFIC.has(n) || n === "te" || n === "trailer" || (named !== null && named.has(n))) continue;
+    o.push(n, v);
+  }
+  return o;
+}
+
+/**
+ * An HTTP/2 response head (flat fields) for HTTP/1: the status and the regular fields. Throws H2TranslateError on
+ * a missing or invalid :status or an unknown pseudo-header.
+ */
+export function h2ResponseToH1Flat(fields: readonly string[]): { status: number; headers: HeaderList } {
+  let status = 0;
+  const headers: HeaderList = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const k = fields[i]!;
+    if (k.charCodeAt(0) === 58) {
+      if (k === ":status") status = Number(fields[i + 1]);
+      else throw new H2TranslateError(`unknown response pseudo-header ${k}`);
+    } else headers.push([k, fields[i + 1]!]);
+  }
+  if (!Number.isInteger(status) || status < 100 || status > 999) throw new H2TranslateError("missing or invalid :status");
+  return { status, headers };
+}
+
+/** Trailers (flat fields) as an ordered list, pseudo-headers dropped. */
+export function trailersFromFlat(fields: readonly string[]): HeaderList {
+  const out: HeaderList = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i]!.charCodeAt(0) !== 58) out.push([fields[i]!, fields[i + 1]!]);
+  return out;
+}

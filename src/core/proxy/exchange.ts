@@ -2,10 +2,8 @@ import { ChunkedDecoder, LengthDecoder, parseResponseHead, responseFraming } fro
 import { chunkHeader, CRLF, encodeChunk, LAST_CHUNK, requestHeadWithFields, serializeRequestHead, serializeTrailers, statusReason } from "../http1/serialize.ts";
 import { forwardableAsIs, getHeader, removeHeader, stripHopByHop, unchangedFields, wantsKeepAlive } from "../http1/headers.ts";
 import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
-import { h1RequestToH2Object, trailerFields } from "../http2/headers.ts";
-import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
-import { constants as h2constants } from "node:http2";
-import { headerList, type H2Response } from "./h2-upstream.ts";
+import { h1RequestToH2Flat, trailerFields } from "../http2/headers.ts";
+import { type H2Origin, H2Refused, type H2StreamHandler, type H2UpstreamStream } from "./h2-upstream.ts";
 import { type Deadline, DeadlineList } from "./deadlines.ts";
 import { F_CONNECTION } from "../http1/fields.ts";
 import { type BodyCapture, type ClientInfo, type Flow, hostPort } from "../../pipeline/flow.ts";
@@ -16,6 +14,8 @@ import { type UpstreamConn, UpstreamError, type UpstreamOwner, type UpstreamTarg
 export const EMPTY = new Uint8Array(0);
 /** Interim (1xx) responses relayed per request; one more fails the exchange (a flood of 103s is not relayed). */
 const MAX_INTERIM = 10;
+/** Refused HTTP/2 streams sent again per request (see retryH2). */
+const MAX_H2_REFUSALS = 5;
 const CHUNKED: Framing = { kind: "chunked" };
 /** Chunks this large go out as size line, data and CRLF, without copying the data into a framed buffer. */
 const CHUNK_COPY_MAX = 8 * 1024;
@@ -48,7 +48,7 @@ export interface RequestBodySource {
  * stream in h2-session.ts) subclasses it, feeds it the request (startExchange, requestBodyData) and implements the
  * client-side operations below (send the response head, body pieces, interim responses, pause/resume the client).
  */
-export abstract class Exchange implements UpstreamOwner {
+export abstract class Exchange implements UpstreamOwner, H2StreamHandler {
   protected mode: Mode = "http";
   /** Set when the client connection must close after the current response. */
   protected closeAfter = false;
@@ -85,19 +85,21 @@ export abstract class Exchange implements UpstreamOwner {
   /** Interim responses seen for the current request. */
   protected interim = 0;
   /** The origin's HTTP/2 stream carrying this exchange (instead of `upstream`), its body being read, its end seen. */
-  protected h2up: ClientHttp2Stream | null = null;
+  protected h2up: H2UpstreamStream | null = null;
   protected h2Reading = false;
   protected upstreamEnded = false;
   /** Trailers of the response (from an HTTP/2 origin), for a client that can take them. */
   protected resTrailers: HeaderList | null = null;
   /** Trailers of the request body (HTTP/1 chunked trailer section, or an HTTP/2 client's trailing HEADERS), once it ended. */
   protected reqTrailers: HeaderList | null = null;
-  /** The request trailers to send on the origin's HTTP/2 stream when it asks for them ('wantTrailers'). */
-  private h2ReqTrailers: { fields: HeaderList } | null = null;
   /** The last piece of an HTTP/2 origin's body (its announced length reached), held until the stream ends. */
   private h2Last: Uint8Array | null = null;
   /** The deadlines of origin streams waiting for their response head (shared by every exchange, see headDeadlines). */
   private h2Deadlines: DeadlineList | null = null;
+  /** The deadline of this exchange's origin stream waiting for its response head. */
+  private h2Deadline: Deadline | null = null;
+  /** Times this request's HTTP/2 stream was refused and sent again (see retryH2). */
+  private h2Refusals = 0;
 
   constructor(
     protected readonly ctx: ProxyContext,
@@ -182,6 +184,7 @@ export abstract class Exchange implements UpstreamOwner {
     this.reqPartsSize = 0;
     this.reqBodyBytesSent = 0;
     this.retried = false;
+    this.h2Refusals = 0;
     this.resState = "none";
     this.resHead = null;
     this.resHeadSent = false;
@@ -268,7 +271,8 @@ export abstract class Exchange implements UpstreamOwner {
     }
     if (this.h2up !== null) return this.requestBodyToH2(flow, this.h2up, data, done);
     // streaming to upstream; a long upload is activity too (the upstream may say nothing until it ends)
-    const up = this.upstream!;
+    const up = this.upstream;
+    if (up === null) return; // the origin's HTTP/2 stream ended before the body did (see h2BodyEnded): dropped
     up.touch();
     let ok = true;
     const dec = framed !== null ? (this.reqDecoder as ChunkedDecoder) : null;
@@ -365,53 +369,21 @@ export abstract class Exchange implements UpstreamOwner {
     );
   }
 
-  private sendRequestH2(flow: Flow, session: ClientHttp2Session): void {
+  private sendRequestH2(flow: Flow, origin: H2Origin): void {
     const r = flow.request;
     const body = r.body;
-    let stream: ClientHttp2Stream;
+    let stream: H2UpstreamStream;
     // a body still to come may end with trailers: the stream then ends with them (none: an empty DATA frame ends it)
     const mayTrail = this.reqDecoder !== null || (body !== null && this.reqTrailers !== null && this.reqTrailers.length > 0);
-    let deadline: Deadline | null = null;
-    const stopClock = () => {
-      if (deadline !== null) this.h2Deadlines!.cancel(deadline);
-      deadline = null;
-    };
     try {
-      const headers = h1RequestToH2Object({ method: r.method, target: r.path, headers: r.headers }, r.scheme);
-      if (body !== null) {
-        // buffered (possibly rewritten) body: its real length
-        delete headers["content-length"];
-        delete headers["expect"];
-        if (body.length > 0 || methodHasBody(r.method)) headers["content-length"] = String(body.length);
-      }
-      // the handlers run synchronously from the stream's events (no promise per request); `stream` is set by then
-      stream = this.ctx.h2pool!.openStreamWith(session, headers, body === null && this.reqDecoder === null, mayTrail, {
-        response: (res) => {
-          stopClock();
-          this.onH2Response(flow, stream, res);
-        },
-        end: (t) => {
-          stopClock();
-          this.onH2End(flow, stream, t);
-        },
-        failed: (e) => {
-          stopClock();
-          this.onH2Failed(flow, stream, e);
-        },
-      });
-      if (mayTrail) {
-        const box = { fields: body !== null ? trailerFields(this.reqTrailers ?? []) : [] };
-        if (body === null) this.h2ReqTrailers = box;
-        const s = stream;
-        s.once("wantTrailers", () => {
-          try {
-            s.sendTrailers(headerObject(box.fields));
-          } catch {
-            // the stream is gone (reset); its error reaches the exchange on its own
-          }
-        });
-      }
+      // buffered (possibly rewritten) body: its real length
+      const fields = h1RequestToH2Flat({ method: r.method, target: r.path, headers: r.headers }, r.scheme, undefined, body !== null);
+      if (body !== null && (body.length > 0 || methodHasBody(r.method))) fields.push("content-length", String(body.length));
+      // this exchange is the stream's handler: its events come to the h2* methods (no closures per request)
+      stream = origin.open(fields, body === null && this.reqDecoder === null, mayTrail, this);
     } catch (e) {
+      // the connection filled up (or went away) since the pool handed it out: once more, on another
+      if (e instanceof H2Refused && this.retryH2(flow)) return;
       flow.error = `cannot send the request over HTTP/2: ${(e as Error).message}`;
       return this.failWith502(flow, flow.error);
     }
@@ -421,13 +393,12 @@ export abstract class Exchange implements UpstreamOwner {
     const timing = flow.capture ? flow.timing : null;
     if (timing) {
       timing.send = performance.now();
-      const info = h2ConnInfo(session);
+      const info = h2ConnInfo(origin);
       timing.conn = info;
       timing.reused = info.streams++ > 0;
     }
-    flow.extra.upstream_h2_stream_id = stream.id ?? null;
+    flow.extra.upstream_h2_stream_id = stream.id || null;
     this.interim = 0;
-    stream.on("headers", (h) => this.onH2Interim(flow, stream, h));
     this.resState = "head";
     this.resBuf = EMPTY;
     const idleSec = this.ctx.pool.opts.idleTimeoutSec;
@@ -435,14 +406,14 @@ export abstract class Exchange implements UpstreamOwner {
       // no response head within the upstream idle timeout: 504 (as an HTTP/1 upstream that stays silent); one
       // timer for all the streams waiting (see DeadlineList)
       if (this.h2Deadlines === null || this.h2Deadlines.ms !== idleSec * 1000) this.h2Deadlines = headDeadlines(idleSec * 1000);
-      deadline = this.h2Deadlines.add(() => {
-        deadline = null;
-        this.onH2Failed(flow, stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`));
+      this.h2Deadline = this.h2Deadlines.add(() => {
+        this.h2Deadline = null;
+        this.h2Failed(stream, new UpstreamError("timeout", `${r.host}:${r.port} sent no response within ${idleSec} s`));
       });
     }
     if (body !== null) {
       if (flow.capture) flow.reqBody.add(body);
-      stream.end(body);
+      stream.end(mayTrail ? this.reqTrailers : null, body);
       this.reqState = "done";
       if (timing) timing.sent = performance.now();
     } else if (this.reqDecoder) {
@@ -455,8 +426,14 @@ export abstract class Exchange implements UpstreamOwner {
     this.resumeClient();
   }
 
+  /** The origin stream's head deadline no longer applies. */
+  private stopH2Clock(): void {
+    if (this.h2Deadline !== null) this.h2Deadlines!.cancel(this.h2Deadline);
+    this.h2Deadline = null;
+  }
+
   /** Request body pieces to the upstream's HTTP/2 stream, with its backpressure. */
-  private requestBodyToH2(flow: Flow, stream: ClientHttp2Stream, data: Uint8Array[], done: boolean): void {
+  private requestBodyToH2(flow: Flow, stream: H2UpstreamStream, data: Uint8Array[], done: boolean): void {
     let ok = true;
     for (const p of data) {
       if (flow.capture) flow.reqBody.add(p);
@@ -464,57 +441,59 @@ export abstract class Exchange implements UpstreamOwner {
       ok = stream.write(p) && ok;
     }
     if (done) {
-      if (this.h2ReqTrailers !== null && this.reqTrailers !== null) this.h2ReqTrailers.fields = trailerFields(this.reqTrailers);
-      this.h2ReqTrailers = null;
-      stream.end();
+      stream.end(this.reqTrailers);
       this.reqDecoder = null;
       this.reqState = "done";
       if (flow.capture) flow.timing.sent = performance.now();
       this.maybeFinish();
-    } else if (!ok) {
-      this.pauseClient();
-      stream.once("drain", () => this.resumeClient());
-    }
+    } else if (!ok) this.pauseClient(); // until h2Writable
   }
 
-  private onH2Response(flow: Flow, stream: ClientHttp2Stream, res: H2Response): void {
-    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+  h2Writable(stream: H2UpstreamStream): void {
+    if (this.h2up === stream && this.mode !== "closed") this.resumeClient();
+  }
+
+  h2Response(stream: H2UpstreamStream, status: number, headers: HeaderList, headOnly: boolean): void {
+    this.stopH2Clock();
+    const flow = this.flow;
+    if (this.h2up !== stream || !flow || this.mode === "closed") return;
     if (flow.capture) flow.timing.firstByte ||= performance.now();
-    const status = res.status;
-    flow.response = { status, reason: statusReason(status), version: "HTTP/2", headers: res.headers, body: null };
+    flow.response = { status, reason: statusReason(status), version: "HTTP/2", headers, body: null };
     flow.resRaw = null;
     this.resHead = null;
     this.resDecoder = null;
     // a response that ended with its head (a gRPC trailers-only answer, say) has no body either
-    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || res.headOnly;
-    const cl = noBody ? undefined : getHeader(res.headers, "content-length");
+    const noBody = flow.request.method === "HEAD" || status === 204 || status === 304 || headOnly;
+    const cl = noBody ? undefined : getHeader(headers, "content-length");
     // a known length frames the body for HTTP/1 clients; the body ends when the stream does either way
     this.resFraming = noBody ? { kind: "none" } : cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? { kind: "length", length: Number(cl.trim()) } : { kind: "close" };
     this.resState = "hooks";
-    stream.on("data", (d: Uint8Array) => this.onUpstreamData(d));
-    stream.resume(); // openStream left it paused (see there); hooks pause it again through onUpstreamData
-    this.h2Reading = true;
+    this.h2Reading = true; // the body comes to h2Data; hooks pause the stream again through onUpstreamData
     this.after(this.ctx.pipeline.run("responseHeaders", flow), () => this.afterResponseHeaders(flow));
   }
 
+  h2Data(stream: H2UpstreamStream, chunk: Uint8Array): void {
+    if (this.h2up === stream) this.onUpstreamData(chunk);
+  }
+
   /** An interim (1xx) head from the origin's stream: relayed as from an HTTP/1 origin (see parseResponse). */
-  private onH2Interim(flow: Flow, stream: ClientHttp2Stream, h: Record<string, string | string[] | undefined>): void {
-    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed" || this.resHeadSent) return;
-    const status = Number(h[":status"]);
+  h2Interim(stream: H2UpstreamStream, status: number, headers: HeaderList): void {
+    const flow = this.flow;
+    if (this.h2up !== stream || !flow || this.mode === "closed" || this.resHeadSent) return;
     if (!(status >= 100 && status < 200) || status === 101) return;
     if (++this.interim > MAX_INTERIM) {
       flow.error = `upstream sent more than ${MAX_INTERIM} interim (1xx) responses`;
       return this.failWith502(flow, flow.error);
     }
     if (status === 100 && flow.request.body !== null) return; // the body went whole: nobody waits for a 100
-    this.sendInterim({ version: "HTTP/1.1", status, reason: statusReason(status), headers: headerList(h as Parameters<typeof headerList>[0]) });
+    this.sendInterim({ version: "HTTP/1.1", status, reason: statusReason(status), headers });
   }
 
   /** The origin's stream ended (with these trailers): the response is complete once its body went out. */
-  private onH2End(flow: Flow, stream: ClientHttp2Stream, trailers: HeaderList): void {
-    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
-    // the stream closed with body bytes still buffered (read paused by hooks or a slow client): end after them
-    if (!stream.readableEnded && stream.readableLength > 0) return void stream.once("end", () => this.onH2End(flow, stream, trailers));
+  h2End(stream: H2UpstreamStream, trailers: HeaderList): void {
+    this.stopH2Clock();
+    const flow = this.flow;
+    if (this.h2up !== stream || !flow || this.mode === "closed") return;
     if (trailers.length) {
       flow.extra.res_trailers = trailers;
       this.resTrailers = trailers;
@@ -526,6 +505,10 @@ export abstract class Exchange implements UpstreamOwner {
   /** After the stream ended: complete the response, unless the hooks still hold it (afterResponseHeaders calls again). */
   protected h2BodyEnded(flow: Flow): void {
     if (!this.upstreamEnded || this.h2up === null) return;
+    // the origin answered before the request body ended: the rest of it is not sent (RST_STREAM CANCEL, so the
+    // stream does not stay open our way on the connection); what the client still sends is dropped
+    // (requestBodyData), and the client connection does as after any response that outran its request
+    if (this.reqState !== "done" && this.resState !== "hooks") this.h2up.reset(NGHTTP2_CANCEL);
     if (this.resState === "body") {
       this.h2up = null;
       const held = this.h2Last;
@@ -539,14 +522,33 @@ export abstract class Exchange implements UpstreamOwner {
     if (this.resState === "done") this.h2up = null;
   }
 
-  private onH2Failed(flow: Flow, stream: ClientHttp2Stream, e: UpstreamError): void {
-    if (this.h2up !== stream || this.flow !== flow || this.mode === "closed") return;
+  h2Failed(stream: H2UpstreamStream, e: UpstreamError): void {
+    this.stopH2Clock();
+    const flow = this.flow;
+    if (this.h2up !== stream || !flow || this.mode === "closed") return;
     this.cancelH2();
     if (this.resState === "done") return;
+    // refused (REFUSED_STREAM, or above the last stream id of a GOAWAY): the origin did not process it (RFC 9113 8.7)
+    if (e instanceof H2Refused && this.retryH2(flow)) return;
     flow.error = e.message;
     if (!this.resHeadSent) return this.failWith502(flow, e.message, e.kind === "timeout" ? 504 : 502);
     this.finishFailed(flow);
     this.destroy();
+  }
+
+  /**
+   * Sends the request again after its HTTP/2 stream was refused (up to MAX_H2_REFUSALS times: an origin with a low
+   * stream limit under many concurrent requests refuses several in a row, each time on a fuller connection), when
+   * nothing of it is lost: no response
+   * byte reached the client and the body (if any) is held whole or was not sent yet. False: not retried.
+   */
+  private retryH2(flow: Flow): boolean {
+    if (this.h2Refusals >= MAX_H2_REFUSALS || this.resHeadSent || this.interim > 0 || !(flow.request.body !== null || (this.reqBodyBytesSent === 0 && !this.reqDecoder))) return false;
+    this.h2Refusals++;
+    this.h2up = null;
+    this.reqState = "hooks";
+    this.forward(flow);
+    return true;
   }
 
   /** Lets go of the upstream connection or stream of this exchange (the exchange is abandoned). */
@@ -564,7 +566,8 @@ export abstract class Exchange implements UpstreamOwner {
     if (s === null) return;
     this.h2up = null;
     this.h2Reading = false;
-    if (!s.closed && !s.destroyed) s.close(NGHTTP2_CANCEL);
+    this.stopH2Clock();
+    s.reset(NGHTTP2_CANCEL);
   }
 
   protected sendRequest(flow: Flow, conn: UpstreamConn): void {
@@ -1099,7 +1102,7 @@ export abstract class Exchange implements UpstreamOwner {
   }
 }
 
-const NGHTTP2_CANCEL = h2constants.NGHTTP2_CANCEL;
+const NGHTTP2_CANCEL = 0x8;
 
 /** One deadline list per timeout length (one per proxy in practice): a timer for all waiting streams, not one each. */
 const deadlineLists = new Map<number, DeadlineList>();
@@ -1120,13 +1123,13 @@ interface H2ConnInfo {
   readonly sslMs: number;
   streams: number;
 }
-const h2Conns = new WeakMap<ClientHttp2Session, H2ConnInfo>();
+const h2Conns = new WeakMap<H2Origin, H2ConnInfo>();
 let nextH2ConnId = 1_000_000_000;
-function h2ConnInfo(session: ClientHttp2Session): H2ConnInfo {
-  let c = h2Conns.get(session);
+function h2ConnInfo(origin: H2Origin): H2ConnInfo {
+  let c = h2Conns.get(origin);
   if (!c) {
-    c = { id: nextH2ConnId++, remoteAddr: (session.socket as { remoteAddress?: string } | undefined)?.remoteAddress ?? "", connectMs: -1, sslMs: -1, streams: 0 };
-    h2Conns.set(session, c);
+    c = { id: nextH2ConnId++, remoteAddr: origin.remoteAddress, connectMs: -1, sslMs: -1, streams: 0 };
+    h2Conns.set(origin, c);
   }
   return c;
 }
@@ -1145,16 +1148,6 @@ function teeFramed(cap: BodyCapture, dec: ChunkedDecoder, data: Uint8Array[]): v
 export function trailerSection(trailers: HeaderList): Uint8Array {
   const t = trailerFields(trailers);
   return t.length ? serializeTrailers(t) : LAST_CHUNK;
-}
-
-/** Ordered fields as node's header object (repeated names become arrays). */
-function headerObject(fields: HeaderList): Record<string, string | string[]> {
-  const o: Record<string, string | string[]> = {};
-  for (const [k, v] of fields) {
-    const prev = o[k];
-    o[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-  }
-  return o;
 }
 
 function methodHasBody(method: string): boolean {

@@ -8,7 +8,6 @@
  * upstream is full; a response body the client does not take pauses the upstream (socket or HTTP/2 stream).
  */
 import type { Socket } from "bun";
-import type { ServerHttp2Stream } from "node:http2";
 import { getHeader, removeHeader, stripHopByHop } from "../http1/headers.ts";
 import type { Framing, HeaderList, ResponseHead } from "../http1/types.ts";
 import { H2ServerConnection, type H2Request } from "../http2/server-connection.ts";
@@ -17,7 +16,6 @@ import { Flow, type ClientInfo, type Scheme } from "../../pipeline/flow.ts";
 import type { ProxyContext } from "./context.ts";
 import { Endpoint, type Throttle } from "./endpoint.ts";
 import { Exchange } from "./exchange.ts";
-import { headerList } from "./h2-upstream.ts";
 
 export interface H2Target {
   scheme: Scheme;
@@ -102,7 +100,6 @@ export class H2Session {
 
 /** One HTTP/2 stream from the client, as an exchange. */
 export class H2StreamExchange extends Exchange {
-  private readonly stream: ServerHttp2Stream;
   /** request body pieces that came while the exchange could not take them */
   private held: Uint8Array[] = [];
   private heldEnd = false;
@@ -111,40 +108,34 @@ export class H2StreamExchange extends Exchange {
   private writer: ThrottledWriter | null = null;
   /** The request said `te: trailers`. */
   private acceptsTrailers = false;
-  /** A 'drain' listener waits to resume the upstream (see writeResponseBody). */
-  private drainHooked = false;
 
   constructor(
     private readonly session: H2Session,
     private readonly req: H2Request,
   ) {
     super(session.ctx, session.client);
-    this.stream = req.body;
   }
 
   start(): void {
     const req = this.req;
     const t = this.session.target;
-    const stream = this.stream;
     const cl = getHeader(req.headers, "content-length");
     const len = cl !== undefined && /^\d{1,15}$/.test(cl.trim()) ? Number(cl.trim()) : -1;
-    // endAfterHeaders (Bun 1.4.5): the client's side ended, possibly after DATA already buffered (see onH2Response)
-    const ended = stream.readableEnded || ((stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true && stream.readableLength === 0);
-    const hasBody = !ended && len !== 0;
+    const hasBody = !req.bodyless && len !== 0;
     this.reqFraming = !hasBody ? { kind: "none" } : len > 0 ? ({ kind: "length", length: len } as Framing) : ({ kind: "chunked" } as Framing);
     this.reqDecoder = hasBody ? { done: false } : null;
     this.acceptsTrailers = getHeader(req.headers, "te")?.toLowerCase().includes("trailers") ?? false;
     const flow = new Flow(this.client, { method: req.method, scheme: t.scheme, host: t.host, port: t.port, path: req.path, version: "HTTP/2", headers: req.headers, body: null }, this.ctx.bodyLimit);
     flow.extra.h2_stream_id = req.streamId;
     if (hasBody) {
-      stream.on("data", (c: Uint8Array) => this.onBodyData(c));
-      stream.on("trailers", (h) => (this.reqTrailers = headerList(h)));
-      stream.on("end", () => this.onBodyEnd());
-    }
-    req.onClose = () => {
-      if (!this.finished) this.clientGone(stream.rstCode ? `client reset the stream (code ${stream.rstCode})` : "client closed the stream");
+      req.onData = (c) => this.onBodyData(c);
+      req.onEnd = (t) => this.onBodyEnd(t);
+    } else req.resume(); // a body sent anyway (`content-length: 0` with DATA) is read and dropped
+    req.onWritable = () => this.onClientWritable();
+    req.onClose = (code) => {
+      this.writer?.stop();
+      if (!this.finished) this.clientGone(code ? `client reset the stream (code ${code})` : "client closed the stream");
     };
-    if (!hasBody) stream.resume();
     this.startExchange(flow);
   }
 
@@ -153,10 +144,11 @@ export class H2StreamExchange extends Exchange {
     if (!flow || this.mode === "closed" || !this.reqDecoder) return;
     if (this.reqState === "stream" || this.reqState === "collect") return this.requestBodyData(flow, [c], false);
     this.held.push(c);
-    this.stream.pause();
+    this.req.pause();
   }
 
-  private onBodyEnd(): void {
+  private onBodyEnd(trailers: HeaderList | null): void {
+    if (trailers !== null) this.reqTrailers = trailers;
     const flow = this.flow;
     if (!flow || this.mode === "closed" || !this.reqDecoder) return;
     if (this.reqState === "stream" || this.reqState === "collect") return this.requestBodyData(flow, [], true);
@@ -194,7 +186,7 @@ export class H2StreamExchange extends Exchange {
     const end = this.heldEnd;
     this.heldEnd = false;
     if (held.length || end) this.requestBodyData(flow, held, end);
-    if (this.mode !== "closed" && (this.reqState === "stream" || this.reqState === "collect")) this.stream.resume();
+    if (this.mode !== "closed" && (this.reqState === "stream" || this.reqState === "collect")) this.req.resume();
   }
 
   protected requestBodyChunked(): boolean {
@@ -208,7 +200,7 @@ export class H2StreamExchange extends Exchange {
   protected sendInterim(head: ResponseHead): void {
     if (head.status === 100) return;
     try {
-      this.stream.additionalHeaders({ ":status": head.status, ...fieldObject(stripHopByHop(head.headers)) });
+      this.req.interim(head.status, stripHopByHop(head.headers));
     } catch {
       // an interim response node refuses to frame is not relayed
     }
@@ -216,7 +208,7 @@ export class H2StreamExchange extends Exchange {
 
   protected sendResponseHead(flow: Flow, wholeBody: Uint8Array | null): void {
     const res = flow.response!;
-    if (flow.throttleDown && !this.writer) this.writer = new ThrottledWriter(flow.throttleDown, this.stream, () => this.resumeUpstream());
+    if (flow.throttleDown && !this.writer) this.writer = new ThrottledWriter(flow.throttleDown, this.req, () => this.resumeUpstream());
     const noBody = flow.request.method === "HEAD" || res.status === 204 || res.status === 304;
     const headers = stripHopByHop(res.headers);
     if (wholeBody !== null) {
@@ -254,17 +246,14 @@ export class H2StreamExchange extends Exchange {
   protected writeResponseBody(p: Uint8Array): boolean {
     if (this.responseEnded) return true;
     if (this.writer) return this.writer.write(p);
-    if (this.req.write(p)) return true;
-    // the client's window or the socket is full: the upstream resumes at the stream's next 'drain' (a listener
-    // only for the streams that need one)
-    if (!this.drainHooked) {
-      this.drainHooked = true;
-      this.stream.once("drain", () => {
-        this.drainHooked = false;
-        this.resumeUpstream();
-      });
-    }
-    return false;
+    // false: the client's window or the socket is full; the upstream resumes at onClientWritable
+    return this.req.write(p);
+  }
+
+  /** The client's stream takes response bytes again. */
+  private onClientWritable(): void {
+    if (this.writer) this.writer.writable();
+    else if (this.mode !== "closed") this.resumeUpstream();
   }
 
   protected lastResponsePiece(p: Uint8Array): Uint8Array {
@@ -289,11 +278,11 @@ export class H2StreamExchange extends Exchange {
   }
 
   protected pauseClient(): void {
-    this.stream.pause();
+    this.req.pause();
   }
 
   protected resumeClient(): void {
-    if (this.mode !== "closed") this.stream.resume();
+    if (this.mode !== "closed") this.req.resume();
   }
 
   protected corkClient(): void {}
@@ -335,14 +324,15 @@ export class H2StreamExchange extends Exchange {
     // a request body still coming after the response ended is read and dropped (the stream then closes)
     if (this.reqState !== "done") {
       this.reqDecoder = null;
-      this.stream.resume();
+      this.req.onData = null;
+      this.req.resume();
     }
     this.flow = null;
     this.mode = "closed";
   }
 
   destroy(): void {
-    if (!this.stream.destroyed && !this.stream.closed) this.req.reset();
+    this.req.reset();
     this.clientGone("the exchange was aborted");
   }
 
@@ -353,17 +343,6 @@ export class H2StreamExchange extends Exchange {
 
   protected webSocketServerBytes(_d: Uint8Array): void {}
   protected webSocketUpstreamClosed(): void {}
-}
-
-/** Node's header object from an ordered field list (lower-case names; repeats become arrays). */
-function fieldObject(fields: HeaderList): Record<string, string | string[]> {
-  const o: Record<string, string | string[]> = {};
-  for (const [k0, v] of fields) {
-    const k = k0.toLowerCase();
-    const prev = o[k];
-    o[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-  }
-  return o;
 }
 
 /** A response body to an HTTP/2 stream behind a rate limit (throttle addon): bytes leave as the allowance permits. */
@@ -379,14 +358,22 @@ class ThrottledWriter {
 
   constructor(
     private readonly throttle: Throttle,
-    private readonly stream: ServerHttp2Stream,
+    private readonly stream: H2Request,
     private readonly onDrain: () => void,
-  ) {
-    stream.once("close", () => {
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = null;
-      this.q = [];
-    });
+  ) {}
+
+  /** The stream closed: nothing more goes out. */
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.q = [];
+  }
+
+  /** The stream takes bytes again (after a write that answered false). */
+  writable(): void {
+    if (!this.waitingDrain) return;
+    this.waitingDrain = false;
+    this.pump();
   }
 
   write(p: Uint8Array): boolean {
@@ -404,7 +391,7 @@ class ThrottledWriter {
   }
 
   private pump(): void {
-    if (this.timer || this.waitingDrain || this.stream.destroyed) return;
+    if (this.timer || this.waitingDrain || this.stream.closed) return;
     while (this.q.length) {
       const d = this.q[0]!;
       const want = Math.min(d.length, ThrottledWriter.SLICE);
@@ -421,12 +408,8 @@ class ThrottledWriter {
       else this.q[0] = d.subarray(n);
       this.qBytes -= n;
       if (!accepted) {
-        // the client is slower than the limit: wait for it
+        // the client is slower than the limit: wait for it (writable())
         this.waitingDrain = true;
-        this.stream.once("drain", () => {
-          this.waitingDrain = false;
-          this.pump();
-        });
         return;
       }
     }
@@ -479,7 +462,7 @@ export class H2PriorKnowledgeRefusal {
       pauseReading: () => this.ep.pause(),
       resumeReading: () => this.ep.resume(),
       onRequest: (req) => {
-        req.body.resume(); // any request body is read and dropped
+        req.resume(); // any request body is read and dropped
         try {
           req.respond(505, [["content-type", "text/plain; charset=utf-8"], ["content-length", String(body.length)]]);
           req.write(body);

@@ -1,17 +1,18 @@
 /**
  * HTTP/2 to origins. tapwire offers `h2` and `http/1.1` in ALPN and remembers, per origin (host, port, TLS name),
- * what the origin picked; an origin that picked h2 gets one HTTP/2 session that carries many streams (a new one
- * when it is closing, refused streams or reaches its concurrent-stream limit). Built on node:http2 over a node:tls
- * socket (Bun implements both; measured here: ~7k req/s over one session with the server in the same process).
+ * what the origin picked; an origin that picked h2 gets one HTTP/2 connection that carries many streams (a new one
+ * when it is going away or has as many streams open as the origin allows; the old one closes once its streams are
+ * done). Built on tapwire's own codec (H2Connection, client role) over a node:tls socket.
  *
- * Streams keep node's flow control: a response body is a Readable, and a reader that stops reading stops the
- * WINDOW_UPDATEs, so a fast origin cannot make tapwire buffer without bound.
+ * The proxy sees an origin's connection as an H2Origin and each request as an H2UpstreamStream (tapwire's own
+ * interfaces, flat field lists, no Node stream types); flow control stays behind them: a paused stream grants the
+ * origin no more window, so a fast origin cannot make tapwire buffer without bound.
  */
-import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from "node:http2";
-import { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { HeaderList } from "../http1/types.ts";
-import { batchSessionWrites } from "../http2/batched-writes.ts";
+import { H2Connection, type H2Events } from "../http2/connection.ts";
+import { H2_ERROR } from "../http2/frames.ts";
+import { h2ResponseToH1Flat, trailerFields, trailersFromFlat } from "../http2/headers.ts";
 import { classifyConnectError, UpstreamError } from "./upstream.ts";
 
 export interface H2Target {
@@ -29,61 +30,81 @@ export interface H2PoolOptions {
 
 export type Alpn = "h2" | "http/1.1";
 
+/**
+ * An origin's HTTP/2 connection as the proxy sees it (no Node types, no codec types).
+ * `open` starts one request stream; its events go to the handler, synchronously, in this order: at most one
+ * h2Response (h2Interim before it), h2Data pieces, then exactly one of h2End and h2Failed.
+ */
+export interface H2Origin {
+  /** the origin's address (HAR timings) */
+  readonly remoteAddress: string;
+  /**
+   * Opens one stream. `fields`: HTTP/2 fields, flat (`[name, value, ...]`, pseudo-headers first: see
+   * h1RequestToH2Flat). `endStream`: the request has no body; `mayTrail`: its body may end with trailers (given to
+   * end()). Throws (synchronously) when the connection cannot open a stream any more.
+   */
+  open(fields: string[], endStream: boolean, mayTrail: boolean, handler: H2StreamHandler): H2UpstreamStream;
+}
+
+/** What an origin's stream reports (one object per exchange: no closures per request). */
+export interface H2StreamHandler {
+  /** the final response head; `headOnly`: the HEADERS frame ended the stream (a gRPC "trailers-only" answer) */
+  h2Response(s: H2UpstreamStream, status: number, headers: HeaderList, headOnly: boolean): void;
+  /** an interim (1xx) response head */
+  h2Interim(s: H2UpstreamStream, status: number, headers: HeaderList): void;
+  /** a piece of the response body (the handler's to keep) */
+  h2Data(s: H2UpstreamStream, chunk: Uint8Array): void;
+  /** the stream ended cleanly, with these trailers ([] when there were none) */
+  h2End(s: H2UpstreamStream, trailers: HeaderList): void;
+  /** the stream failed (reset by the origin, connection lost, closed before a response); also after h2Response */
+  h2Failed(s: H2UpstreamStream, e: UpstreamError): void;
+  /** a write() that answered false may be followed by more */
+  h2Writable(s: H2UpstreamStream): void;
+}
+
+/** One request stream to an origin. */
+export interface H2UpstreamStream {
+  readonly id: number;
+  /** a piece of the request body; false: wait for h2Writable */
+  write(chunk: Uint8Array): boolean;
+  /** ends the request body, with `last` as its last piece and the trailers (if the stream was opened mayTrail) */
+  end(trailers?: HeaderList | null, last?: Uint8Array | null): void;
+  /** stop / restart granting the origin flow-control window for the response body (bytes in flight still come) */
+  pause(): void;
+  resume(): void;
+  /** resets the stream (RST_STREAM, CANCEL unless given); nothing when it is closed already */
+  reset(code?: number): void;
+}
+
+/** What request() resolves to (tests and tools; the proxy uses H2Origin.open). */
 export interface H2Response {
   status: number;
   headers: HeaderList;
   streamId: number;
-  /**
-   * the body, with HTTP/2 flow control behind it; paused until read. Read it with 'data' + resume() and 'end':
-   * Bun 1.4.5's finished() (so for-await and pipeline) reports "Premature close" for a stream whose HTTP/2 side
-   * closed while its body is still buffered, which is normal when the whole response came in one read
-   */
-  body: ClientHttp2Stream;
   /** the HEADERS frame ended the stream: no body, no trailers (a gRPC "trailers-only" answer) */
   headOnly: boolean;
+  /** the whole body, once the stream ended; rejects when the stream failed */
+  body: Promise<Uint8Array>;
   /** the trailers, once the body ended ([] when there were none); rejects when the stream failed */
   trailers: Promise<HeaderList>;
 }
 
-/** What openStreamWith reports (see there). */
-export interface H2StreamHandlers {
-  response(res: H2Response): void;
-  end(trailers: HeaderList): void;
-  failed(e: UpstreamError): void;
+/**
+ * A stream the origin did not process (REFUSED_STREAM, or above the last stream id of its GOAWAY), or one that could
+ * not be opened because the connection filled up or is going away: safe to send again (RFC 9113 8.7).
+ */
+export class H2Refused extends UpstreamError {
+  constructor(message: string) {
+    super("reset", message);
+  }
 }
-
-/** H2Response.trailers of a response handed to openStreamWith's handlers (they get the trailers through `end`). */
-const NO_TRAILERS_PROMISE: Promise<HeaderList> = Promise.resolve([]);
 
 const keyOf = (t: H2Target) => `${t.host}:${t.port}/${t.servername ?? t.host}`;
 
-/** node's header object as an ordered list (repeated fields as separate entries), without pseudo-headers. */
-export function headerList(h: IncomingHttpHeaders): HeaderList {
-  const out: HeaderList = [];
-  for (const [k, v] of Object.entries(h)) {
-    if (k.startsWith(":") || v === undefined) continue;
-    if (Array.isArray(v)) for (const x of v) out.push([k, x]);
-    else out.push([k, String(v)]);
-  }
-  return out;
-}
-
-/** An ordered list as node's header object (repeated names become arrays; set-cookie and friends stay separate). */
-function headerObject(fields: HeaderList): Record<string, string | string[]> {
-  const o: Record<string, string | string[]> = {};
-  for (const [k, v] of fields) {
-    const prev = o[k];
-    if (prev === undefined) o[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else o[k] = [prev, v];
-  }
-  return o;
-}
-
 export class H2UpstreamPool {
   private readonly alpn = new Map<string, Alpn>();
-  private readonly sessions = new Map<string, ClientHttp2Session>();
-  private readonly connecting = new Map<string, Promise<ClientHttp2Session | null>>();
+  private readonly sessions = new Map<string, CodecOrigin>();
+  private readonly connecting = new Map<string, Promise<H2Origin | null>>();
   private closed = false;
 
   constructor(private readonly opts: H2PoolOptions) {}
@@ -96,32 +117,32 @@ export class H2UpstreamPool {
   /** Sessions open now (for tests and /health). */
   get sessionCount(): number {
     let n = 0;
-    for (const s of this.sessions.values()) if (!s.closed && !s.destroyed) n++;
+    for (const s of this.sessions.values()) if (s.usable) n++;
     return n;
   }
 
   /**
-   * The origin's open session, found without waiting: a session, null when the origin speaks only HTTP/1.1, or
-   * undefined when one has to be opened first (call session()). The proxy's hot path: no promise per request.
+   * The origin's open connection, found without waiting: a connection, null when the origin speaks only HTTP/1.1,
+   * or undefined when one has to be opened first (call session()). The proxy's hot path: no promise per request.
    */
-  ready(t: H2Target): ClientHttp2Session | null | undefined {
+  ready(t: H2Target): H2Origin | null | undefined {
     if (this.closed) return undefined;
     const key = keyOf(t);
     if (this.alpn.get(key) === "http/1.1") return null;
     const s = this.sessions.get(key);
-    return s && !s.closed && !s.destroyed ? s : undefined;
+    return s && s.usable ? s : undefined;
   }
 
   /**
-   * An HTTP/2 session to the origin, or null when the origin speaks only HTTP/1.1 (remembered: later calls answer
-   * null at once). Throws UpstreamError (dns, refused, tls, timeout...) when the origin cannot be reached.
+   * An HTTP/2 connection to the origin, or null when the origin speaks only HTTP/1.1 (remembered: later calls
+   * answer null at once). Throws UpstreamError (dns, refused, tls, timeout...) when the origin cannot be reached.
    */
-  async session(t: H2Target): Promise<ClientHttp2Session | null> {
+  async session(t: H2Target): Promise<H2Origin | null> {
     if (this.closed) throw new UpstreamError("closed", "the HTTP/2 pool is closed");
     const key = keyOf(t);
     if (this.alpn.get(key) === "http/1.1") return null;
     const s = this.sessions.get(key);
-    if (s && !s.closed && !s.destroyed) return s;
+    if (s && s.usable) return s;
     const pending = this.connecting.get(key);
     if (pending) return pending;
     const p = this.open(t, key).finally(() => this.connecting.delete(key));
@@ -129,7 +150,7 @@ export class H2UpstreamPool {
     return p;
   }
 
-  private open(t: H2Target, key: string): Promise<ClientHttp2Session | null> {
+  private open(t: H2Target, key: string): Promise<H2Origin | null> {
     const servername = t.servername ?? t.host;
     return new Promise((resolve, reject) => {
       let settled = false;
@@ -166,109 +187,28 @@ export class H2UpstreamPool {
           sock.destroy();
           return resolve(null);
         }
-        const conn = batchedSocket(sock);
-        const session = http2.connect(`https://${servername}:${t.port}`, { createConnection: () => conn });
-        session.on("error", () => {}); // reported on the streams; the session is then dropped
-        const drop = () => {
-          if (this.sessions.get(key) === session) this.sessions.delete(key);
-        };
-        session.once("close", drop);
-        session.once("goaway", drop);
-        this.sessions.set(key, session);
-        resolve(session);
+        const origin = new CodecOrigin(sock, sock.remoteAddress ?? "", (o) => {
+          if (this.sessions.get(key) === o) this.sessions.delete(key);
+        });
+        this.sessions.set(key, origin);
+        resolve(origin);
       });
     });
   }
 
   /**
-   * Sends one request on the origin's session. `fields` are HTTP/2 fields, pseudo-headers first (see
-   * h1RequestToH2). The body, when given, is written with backpressure; `signal` aborts the stream (RST_STREAM
-   * CANCEL). Resolves at the response head; throws UpstreamError when the origin is unreachable or resets the
-   * stream before answering.
+   * Sends one request on the origin's connection (tests and tools). `fields` are HTTP/2 fields, pseudo-headers
+   * first (see h1RequestToH2). The body, when given, is written with backpressure. Resolves at the response head;
+   * throws UpstreamError when the stream fails before it.
    */
-  async request(session: ClientHttp2Session, fields: HeaderList, body: Uint8Array | AsyncIterable<Uint8Array> | null, signal?: AbortSignal): Promise<H2Response> {
-    const o = this.openStream(session, fields, body === null, signal);
-    if (body instanceof Uint8Array) o.stream.end(body);
-    else if (body !== null) void pump(o.stream, body);
-    return o.response;
-  }
-
-  /**
-   * Opens one stream on the origin's session and leaves the request body to the caller (`endStream`: there is
-   * none; `waitForTrailers`: the body ends with trailers sent on 'wantTrailers'). `response` resolves at the response head, `trailers` once the stream closed (see request). Throws
-   * (synchronously) when the session cannot open a stream any more.
-   */
-  openStream(session: ClientHttp2Session, fields: HeaderList, endStream: boolean, signal?: AbortSignal, waitForTrailers = false): { stream: ClientHttp2Stream; response: Promise<H2Response>; trailers: Promise<HeaderList> } {
-    let onResponse!: (r: H2Response) => void;
-    let onEnd!: (t: HeaderList) => void;
-    let failHead!: (e: UpstreamError) => void;
-    let failEnd!: (e: UpstreamError) => void;
-    const response = new Promise<H2Response>((res, rej) => ((onResponse = res), (failHead = rej)));
-    const trailers = new Promise<HeaderList>((res, rej) => ((onEnd = res), (failEnd = rej)));
-    response.catch(() => {});
-    trailers.catch(() => {}); // the caller may not wait for them
-    const stream = this.openStreamWith(session, headerObject(fields), endStream, waitForTrailers, {
-      response: (r) => onResponse({ ...r, trailers }),
-      end: onEnd,
-      failed: (e) => {
-        failHead(e);
-        failEnd(e);
-      },
-    });
-    if (signal) {
-      if (signal.aborted) stream.close(http2.constants.NGHTTP2_CANCEL);
-      else signal.addEventListener("abort", () => stream.close(http2.constants.NGHTTP2_CANCEL), { once: true });
-    }
-    return { stream, response, trailers };
-  }
-
-  /**
-   * openStream without promises (the proxy's hot path: one stream per request): `headers` is node's header object
-   * (pseudo-headers included). The handlers are called synchronously from the stream's events, at most one of
-   * `end` and `failed`, and `response` (at most once) before `end`:
-   *   response  the final response head (read at the 'response' event, see H2Response.headOnly)
-   *   end       the stream closed cleanly, with these trailers ([] when there were none)
-   *   failed    the stream failed (error, reset by the origin, closed before a response); also after `response`
-   * The body is paused until the caller reads it (see below). Throws (synchronously) when the session cannot open
-   * a stream any more.
-   */
-  openStreamWith(session: ClientHttp2Session, headers: http2.OutgoingHttpHeaders, endStream: boolean, waitForTrailers: boolean, on: H2StreamHandlers): ClientHttp2Stream {
-    const stream = session.request(headers, { endStream, waitForTrailers: waitForTrailers && !endStream } as http2.ClientSessionRequestOptions);
-    // Paused until the caller reads the body. Bun 1.4.5 resumes a client stream that closes while nobody has
-    // started reading it (readableFlowing === null), which emits its buffered body to no listener: the body is
-    // lost and 'end' follows. When HEADERS, DATA and END_STREAM arrive in one read, that happens before a
-    // 'response' promise's continuation could attach a reader. An explicit pause (readableFlowing === false) keeps
-    // the body buffered; the caller resumes (a 'data' listener alone does not, after pause()).
-    stream.pause();
-    let state = 0; // 0: waiting for the head, 1: head seen, 2: settled (ended or failed)
-    let got: HeaderList | null = null;
-    // a stream error is reported once, however often it is emitted
-    stream.on("error", (e: Error) => {
-      if (state === 2) return;
-      const before = state === 0;
-      state = 2;
-      on.failed(new UpstreamError("reset", before ? `HTTP/2 stream failed before the response: ${e.message}` : `HTTP/2 stream failed: ${e.message}`));
-    });
-    // endAfterHeaders read when the head arrives: later, Bun 1.4.5 answers whether the origin's side has ended
-    // by then (true with a body buffered when HEADERS, DATA and END_STREAM came in one read; false for a
-    // head-only answer once the stream has closed)
-    // `on`, not `once`, here and for 'close' (no wrapper per stream): `state` already ignores a repeat
-    stream.on("response", (h) => {
-      if (state !== 0) return;
-      state = 1;
-      on.response({ status: Number(h[":status"]), headers: headerList(h), streamId: stream.id ?? 0, body: stream, trailers: NO_TRAILERS_PROMISE, headOnly: stream.endAfterHeaders === true });
-    });
-    stream.on("trailers", (h) => (got = headerList(h)));
-    stream.on("close", () => {
-      if (state === 2) return;
-      const before = state === 0;
-      state = 2;
-      const code = stream.rstCode;
-      if (code && code !== http2.constants.NGHTTP2_NO_ERROR) on.failed(new UpstreamError("reset", `the origin reset the stream (code ${code})`));
-      else if (before) on.failed(new UpstreamError("closed", "the HTTP/2 stream closed before a response"));
-      else on.end(got ?? []);
-    });
-    return stream;
+  request(origin: H2Origin, fields: HeaderList, body: Uint8Array | AsyncIterable<Uint8Array> | null): Promise<H2Response> {
+    const flat: string[] = [];
+    for (const [k, v] of fields) flat.push(k, v);
+    const c = new Collector();
+    const s = origin.open(flat, body === null, false, c);
+    if (body instanceof Uint8Array) s.end(null, body);
+    else if (body !== null) void c.pump(s, body);
+    return c.response;
   }
 
   close(): void {
@@ -278,48 +218,357 @@ export class H2UpstreamPool {
   }
 }
 
-/**
- * The origin's TLS socket as the session sees it: a Duplex without a native handle. Given the TLS socket itself,
- * Bun's session writes to the native socket directly, once per flush, and it flushes at every stream it opens and
- * ends (one TLS record and one send() per request at least). Through this Duplex the frames written in one
- * event-loop iteration leave as one socket write, as on the client side (H2ServerConnection: batchSessionWrites).
- * Backpressure both ways: while the socket is full the session's writes answer false until 'drain'; a session that
- * does not take the bytes pauses the socket.
- */
-function batchedSocket(sock: tls.TLSSocket): Duplex {
-  const d = new Duplex({
-    read: () => void sock.resume(),
-    final: (cb) => {
-      writes.flush();
-      sock.end();
-      cb();
-    },
-    destroy: (err, cb) => {
-      writes.flush();
-      sock.destroy();
-      cb(err);
-    },
-  });
-  const writes = batchSessionWrites(d, (b) => sock.write(b), () => sock.destroyed);
-  sock.on("drain", writes.drained);
-  sock.on("data", (b: Buffer) => {
-    if (!d.push(b)) sock.pause();
-  });
-  sock.on("end", () => d.push(null));
-  sock.on("close", () => d.destroy());
-  sock.on("error", (e) => d.destroy(e));
-  Object.defineProperty(d, "remoteAddress", { get: () => sock.remoteAddress });
-  return d;
-}
+/** The handler of request(): the head, the body and the trailers as promises. */
+class Collector implements H2StreamHandler {
+  readonly response: Promise<H2Response>;
+  private onHead!: (r: H2Response) => void;
+  private failHead!: (e: UpstreamError) => void;
+  private onBody!: (b: Uint8Array) => void;
+  private failBody!: (e: UpstreamError) => void;
+  private onTrailers!: (t: HeaderList) => void;
+  private failTrailers!: (e: UpstreamError) => void;
+  private readonly parts: Uint8Array[] = [];
+  private waiting: (() => void) | null = null;
 
-async function pump(stream: ClientHttp2Stream, body: AsyncIterable<Uint8Array>): Promise<void> {
-  try {
-    for await (const chunk of body) {
-      if (!stream.write(chunk)) await new Promise((r) => stream.once("drain", r));
-      if (stream.destroyed) return;
+  constructor() {
+    this.response = new Promise((res, rej) => ((this.onHead = res), (this.failHead = rej)));
+  }
+
+  h2Response(s: H2UpstreamStream, status: number, headers: HeaderList, headOnly: boolean): void {
+    const body = new Promise<Uint8Array>((res, rej) => ((this.onBody = res), (this.failBody = rej)));
+    const trailers = new Promise<HeaderList>((res, rej) => ((this.onTrailers = res), (this.failTrailers = rej)));
+    body.catch(() => {});
+    trailers.catch(() => {});
+    this.onHead({ status, headers, streamId: s.id, headOnly, body, trailers });
+  }
+  h2Interim(): void {}
+  h2Data(_s: H2UpstreamStream, chunk: Uint8Array): void {
+    this.parts.push(chunk.slice());
+  }
+  h2End(_s: H2UpstreamStream, trailers: HeaderList): void {
+    this.onBody(Buffer.concat(this.parts));
+    this.onTrailers(trailers);
+  }
+  h2Failed(_s: H2UpstreamStream, e: UpstreamError): void {
+    this.failHead(e);
+    this.failBody?.(e);
+    this.failTrailers?.(e);
+    this.h2Writable();
+  }
+  h2Writable(): void {
+    const w = this.waiting;
+    this.waiting = null;
+    w?.();
+  }
+
+  async pump(s: H2UpstreamStream, body: AsyncIterable<Uint8Array>): Promise<void> {
+    try {
+      for await (const chunk of body) if (!s.write(chunk)) await new Promise<void>((r) => (this.waiting = r));
+      s.end();
+    } catch {
+      s.reset();
     }
-    stream.end();
-  } catch (e) {
-    stream.destroy(e as Error);
   }
 }
+
+/**
+ * An origin's connection on tapwire's codec (H2Connection, client role) over the node:tls socket: frames gathered
+ * and written once per event-loop iteration, streams as small class instances (no closures per stream).
+ */
+class CodecOrigin implements H2Origin, H2Events {
+  private readonly conn: H2Connection;
+  private readonly streams = new Map<number, CodecUpstreamStream>();
+  private reading: ArrayBufferLike | null = null;
+  private scheduled = false;
+  private dead = false;
+  /** taken out of the pool (going away, or full): closed once its last stream is done */
+  retired = false;
+  sinkBlocked = false;
+  private readonly waitingSink = new Set<CodecUpstreamStream>();
+  private out: Uint8Array[] = [];
+  private readonly flushBound = () => this.flush();
+
+  constructor(
+    private readonly sock: tls.TLSSocket,
+    readonly remoteAddress: string,
+    private readonly onGone: (o: CodecOrigin) => void,
+  ) {
+    this.conn = new H2Connection("client", this);
+    sock.on("data", (b: Uint8Array) => {
+      this.reading = b.buffer;
+      this.conn.feed(b);
+      this.reading = null;
+      this.schedule();
+    });
+    sock.on("drain", () => this.drained());
+    sock.on("close", () => this.conn.close(H2_ERROR.CANCEL, "the origin closed the connection"));
+    sock.on("error", () => {}); // 'close' follows
+    this.flush(); // the preface and our SETTINGS
+  }
+
+  /** open and able to take one more stream now */
+  get usable(): boolean {
+    return !this.dead && !this.retired && !this.conn.goingAway && this.conn.openStreams < this.conn.peerMaxConcurrentStreams;
+  }
+
+  open(fields: string[], endStream: boolean, mayTrail: boolean, handler: H2StreamHandler): H2UpstreamStream {
+    if (this.dead || this.conn.goingAway || this.conn.openStreams >= this.conn.peerMaxConcurrentStreams) {
+      this.retire();
+      throw new H2Refused(this.dead ? "the HTTP/2 connection is closed" : this.conn.goingAway ? "the HTTP/2 connection is going away" : `the origin allows ${this.conn.peerMaxConcurrentStreams} streams at once`);
+    }
+    const id = this.conn.openStream(fields, endStream);
+    const s = new CodecUpstreamStream(this, this.conn, id, handler, mayTrail && !endStream, endStream);
+    this.streams.set(id, s);
+    this.schedule();
+    if (this.conn.openStreams >= this.conn.peerMaxConcurrentStreams) this.retire();
+    return s;
+  }
+
+  /** Out of the pool: new requests go to a new connection; this one closes once its streams are done. */
+  retire(): void {
+    if (this.retired) return;
+    this.retired = true;
+    this.onGone(this);
+    this.closeIfIdle();
+  }
+
+  private closeIfIdle(): void {
+    if (!this.retired || this.dead || this.streams.size > 0) return;
+    this.conn.goaway(H2_ERROR.NO_ERROR);
+    this.flush();
+    this.dead = true;
+    this.sock.end();
+  }
+
+  close(): void {
+    if (this.dead) return;
+    this.retired = true;
+    this.conn.goaway(H2_ERROR.NO_ERROR);
+    this.flush();
+    this.conn.close(H2_ERROR.CANCEL, "the HTTP/2 pool is closed");
+    this.sock.end();
+  }
+
+  schedule(): void {
+    if (this.scheduled || this.dead) return;
+    this.scheduled = true;
+    setImmediate(this.flushBound);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.sock.destroyed) return;
+    this.conn.flush();
+    const parts = this.out;
+    if (parts.length === 0) return;
+    this.out = [];
+    if (!this.sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts)) && !this.sinkBlocked) {
+      // the origin does not read: stop reading it too until its socket drains
+      this.sinkBlocked = true;
+      this.sock.pause();
+    }
+  }
+
+  private drained(): void {
+    if (this.sinkBlocked) this.sock.resume();
+    this.sinkBlocked = false;
+    if (this.waitingSink.size === 0) return;
+    const list = [...this.waitingSink];
+    this.waitingSink.clear();
+    for (const s of list) s.writableAgain();
+  }
+
+  waitForSink(s: CodecUpstreamStream): void {
+    this.waitingSink.add(s);
+  }
+
+  /** The stream is over (ended, failed or reset by us). */
+  streamDone(s: CodecUpstreamStream): void {
+    if (this.streams.get(s.id) === s) this.streams.delete(s.id);
+    this.waitingSink.delete(s);
+    if (this.retired) this.closeIfIdle();
+  }
+
+  // ---------------------------------------------------------------- H2Events (the codec calls these)
+
+  write(bytes: Uint8Array): void {
+    this.out.push(bytes);
+  }
+
+  headers(streamId: number, fields: string[], endStream: boolean, trailers: boolean): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (trailers) return s.ended(trailersFromFlat(fields));
+    let head: { status: number; headers: HeaderList };
+    try {
+      head = h2ResponseToH1Flat(fields);
+    } catch (e) {
+      this.conn.reset(streamId, H2_ERROR.PROTOCOL_ERROR);
+      this.schedule();
+      return s.failed(new UpstreamError("reset", `invalid response head from the origin: ${(e as Error).message}`));
+    }
+    if (head.status < 200) return s.interim(head.status, head.headers);
+    s.response(head.status, head.headers, endStream);
+    if (endStream) s.ended([]);
+  }
+
+  data(streamId: number, bytes: Uint8Array, endStream: boolean): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) {
+      this.conn.consumed(streamId, bytes.length);
+      return;
+    }
+    if (!s.headSeen) {
+      this.conn.reset(streamId, H2_ERROR.PROTOCOL_ERROR);
+      this.schedule();
+      return s.failed(new UpstreamError("reset", "the origin sent DATA before a response head"));
+    }
+    // a view of the read is kept as it is (a socket read is a buffer of its own); a frame the codec pieced
+    // together from two reads sits in its reused buffer: copied
+    if (bytes.length > 0) s.data(bytes.buffer === this.reading ? bytes : bytes.slice());
+    if (endStream) s.ended(null);
+  }
+
+  reset(streamId: number, code: number): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (!s.headSeen && code === H2_ERROR.REFUSED_STREAM) s.failed(new H2Refused("the origin refused the stream"));
+    else s.failed(new UpstreamError("reset", s.headSeen ? `the origin reset the stream (code ${code})` : `HTTP/2 stream failed before the response (code ${code})`));
+  }
+
+  writable(streamId: number): void {
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (this.sinkBlocked) this.waitForSink(s);
+    else s.writableAgain();
+  }
+
+  goaway(): void {
+    this.retire();
+  }
+
+  closed(): void {
+    this.dead = true;
+    this.retired = true;
+    this.onGone(this);
+    this.flush();
+    this.sock.destroy();
+  }
+}
+
+/** One request stream on a CodecOrigin. */
+class CodecUpstreamStream implements H2UpstreamStream {
+  headSeen = false;
+  private done = false;
+  private paused = false;
+  private unconsumed = 0;
+  private trailers: HeaderList | null = null;
+  private localEnded: boolean;
+
+  constructor(
+    private readonly origin: CodecOrigin,
+    private readonly conn: H2Connection,
+    readonly id: number,
+    private readonly h: H2StreamHandler,
+    private readonly mayTrail: boolean,
+    endStream: boolean,
+  ) {
+    this.localEnded = endStream;
+  }
+
+  interim(status: number, headers: HeaderList): void {
+    if (!this.done && !this.headSeen) this.h.h2Interim(this, status, headers);
+  }
+
+  response(status: number, headers: HeaderList, headOnly: boolean): void {
+    if (this.done || this.headSeen) return;
+    this.headSeen = true;
+    this.h.h2Response(this, status, headers, headOnly);
+  }
+
+  data(bytes: Uint8Array): void {
+    if (this.done) return;
+    const n = bytes.length;
+    this.h.h2Data(this, bytes);
+    if (this.paused) this.unconsumed += n;
+    else if (!this.done) this.conn.consumed(this.id, n); // reset from h2Data: the codec credited what it held
+  }
+
+  /** END_STREAM from the origin: with trailers (null: the last DATA frame ended it) */
+  ended(trailers: HeaderList | null): void {
+    if (this.done) return;
+    if (trailers !== null) this.trailers = trailers;
+    this.done = true;
+    // the request side may still be open (an origin that answers before the upload ended): the codec closes the
+    // stream once both sides ended; the exchange stops sending (and resets if it must)
+    this.origin.streamDone(this);
+    this.h.h2End(this, this.trailers ?? []);
+    // the body is all here: what was taken while paused goes back to the connection's window (nobody resumes a
+    // stream that ended)
+    if (this.unconsumed > 0) {
+      this.conn.consumed(this.id, this.unconsumed);
+      this.unconsumed = 0;
+      this.origin.schedule();
+    }
+  }
+
+  failed(e: UpstreamError): void {
+    if (this.done) return;
+    this.done = true;
+    this.origin.streamDone(this);
+    this.h.h2Failed(this, e);
+  }
+
+  writableAgain(): void {
+    if (!this.done) this.h.h2Writable(this);
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (this.localEnded) return true;
+    const ok = this.conn.sendData(this.id, chunk, false);
+    this.origin.schedule();
+    if (!ok) return false;
+    if (!this.origin.sinkBlocked) return true;
+    this.origin.waitForSink(this);
+    return false;
+  }
+
+  end(trailers?: HeaderList | null, last?: Uint8Array | null): void {
+    if (this.localEnded) return;
+    this.localEnded = true;
+    const t = trailers && this.mayTrail ? trailerFields(trailers) : null;
+    if (t !== null && t.length > 0) {
+      if (last) this.conn.sendData(this.id, last, false);
+      const flat: string[] = [];
+      for (const [k, v] of t) flat.push(k, v);
+      this.conn.sendHeaders(this.id, flat, true);
+    } else this.conn.sendData(this.id, last ?? EMPTY, true);
+    this.origin.schedule();
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+    if (this.unconsumed > 0) {
+      const n = this.unconsumed;
+      this.unconsumed = 0;
+      this.conn.consumed(this.id, n);
+      this.origin.schedule();
+    }
+  }
+
+  reset(code: number = H2_ERROR.CANCEL): void {
+    const wasDone = this.done;
+    this.done = true;
+    this.localEnded = true;
+    // a stream the origin ended may still be open our way (request body): the codec forgets it at the reset
+    this.conn.reset(this.id, code);
+    this.origin.schedule();
+    if (!wasDone) this.origin.streamDone(this);
+  }
+}
+
+const EMPTY = new Uint8Array(0);

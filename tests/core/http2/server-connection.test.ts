@@ -19,12 +19,17 @@ let server: Bun.TCPSocketListener<{ conn: H2ServerConnection; ep: Endpoint }>;
 async function app(req: H2Request) {
   seen.push(req);
   const chunks: Buffer[] = [];
-  for await (const c of req.body) chunks.push(Buffer.from(c as Buffer));
+  if (!req.bodyless) {
+    await new Promise<void>((resolve) => {
+      req.onData = (c) => chunks.push(Buffer.from(c));
+      req.onEnd = () => resolve();
+    });
+  }
   const body = Buffer.concat(chunks);
   if (req.path === "/big") {
     req.respond(200, [["Content-Type", "application/octet-stream"]]);
     const part = new Uint8Array(64 * 1024).fill(120);
-    for (let i = 0; i < 128; i++) if (!req.write(part)) await new Promise((r) => req.body.once("drain", r));
+    for (let i = 0; i < 128; i++) if (!req.write(part)) await new Promise<void>((r) => (req.onWritable = r));
     return req.end();
   }
   req.respond(200, [["Content-Type", "application/json"], ["Connection", "keep-alive"], ["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]]);
