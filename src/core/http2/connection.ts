@@ -316,8 +316,12 @@ export class H2Connection {
     return s ? s.queued : 0;
   }
 
-  flush(): void {
-    if (!this.writer.empty) this.writer.take(this.events);
+  /**
+   * Hands the gathered frames to write(). `transient`: write() may get a view of the gather buffer that the next
+   * frame overwrites (an owner that writes it at once and copies what its socket does not take saves a copy).
+   */
+  flush(transient = false): void {
+    if (!this.writer.empty) this.writer.take(this.events, transient);
   }
 
   // ---------------------------------------------------------------- reading

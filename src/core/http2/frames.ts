@@ -257,13 +257,16 @@ export class FrameWriter {
 
   /**
    * Hands the gathered bytes to `sink.write` (called as a method) in wire order (one call when no large DATA part was added) and empties the
-   * writer. The gather buffer is copied out (a slice), so what write() is given stays valid.
+   * writer. The gather buffer is copied out (a slice), so what write() is given stays valid; with `transient` the
+   * gathered bytes (when no large DATA part was added) are handed over as a view that the next frame overwrites.
    */
-  take(sink: { write(bytes: Uint8Array): void }): void {
+  take(sink: { write(bytes: Uint8Array): void }, transient = false): void {
     const parts = this.parts;
     if (parts.length === 0) {
       if (this.len === 0) return;
-      const out = this.buf.slice(0, this.len);
+      // transient: a view of the gather buffer, valid only until the next frame is written here (the sink copies
+      // what it keeps; Bun's node:tls socket keeps what it is given, so a copy is the default)
+      const out = transient ? this.buf.subarray(0, this.len) : this.buf.slice(0, this.len);
       this.len = this.cut = 0;
       sink.write(out);
       return;

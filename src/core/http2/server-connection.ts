@@ -22,6 +22,8 @@ import { H2TranslateError, type H2RequestParts, h1ResponseToH2Flat, h2RequestToH
 export interface ByteSink {
   /** false: stop writing until onDrain fires */
   write(bytes: Uint8Array): boolean;
+  /** write() of bytes that are overwritten after the call: what is not written at once is copied (optional) */
+  writeTransient?(bytes: Uint8Array): boolean;
   onDrain: (() => void) | null;
   end(): void;
 }
@@ -164,11 +166,14 @@ export class H2ServerConnection implements H2Events {
   private flush(): void {
     this.scheduled = false;
     if (!this.ended) {
-      this.conn.flush();
+      // a sink that copies what it cannot write at once gets the frames as a view of the codec's gather buffer
+      const transient = this.sink.writeTransient !== undefined;
+      this.conn.flush(transient);
       const parts = this.out;
       if (parts.length > 0) {
         this.out = [];
-        if (!this.sink.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts)) && !this.sinkBlocked) {
+        const ok = parts.length > 1 ? this.sink.write(Buffer.concat(parts)) : transient ? this.sink.writeTransient!(parts[0]!) : this.sink.write(parts[0]!);
+        if (!ok && !this.sinkBlocked) {
           // the client does not read: stop reading it too (no new streams, no WINDOW_UPDATEs that would make
           // tapwire queue more for it) until the socket drains
           this.sinkBlocked = true;

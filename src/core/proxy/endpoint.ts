@@ -124,6 +124,19 @@ export class Endpoint {
     return this.rawWrite(data);
   }
 
+  /**
+   * write() of bytes the caller overwrites after this call (the HTTP/2 codec's gather buffer): written at once when
+   * the socket takes them, and whatever has to wait (queued, corked, throttled, or the part the socket did not
+   * take) is a copy.
+   */
+  writeTransient(data: Uint8Array): boolean {
+    if (this.closed || this.ending) return false;
+    // write() copies throttled bytes itself
+    if (this.corked || this.queued > 0) return this.write(data.slice());
+    if (this.throttle || this.tqBytes > 0) return this.write(data);
+    return this.rawWrite(data, true);
+  }
+
   /** Releases throttled bytes as the allowance permits; re-arms itself with a timer. */
   private pump(): void {
     if (this.pumpTimer || this.closed) return;
@@ -154,7 +167,7 @@ export class Endpoint {
     }
   }
 
-  private rawWrite(data: Uint8Array): boolean {
+  private rawWrite(data: Uint8Array, transient = false): boolean {
     if (data.length === 0) return this.queued < HIGH_WATER;
     if (this.queued > 0) {
       this.queue.push(data);
@@ -165,8 +178,9 @@ export class Endpoint {
     if (n === data.length) return true;
     if (n < 0) return false;
     // No copy: every buffer written here is either a fresh one (Bun hands out a new buffer per read; heads and
-    // chunk frames are serialised into new ones) or a constant never written to, so a view of the tail is safe.
-    const rest = data.subarray(n);
+    // chunk frames are serialised into new ones) or a constant never written to, so a view of the tail is safe;
+    // except transient bytes (writeTransient), which are overwritten after the call.
+    const rest = transient ? data.slice(n) : data.subarray(n);
     this.queue.push(rest);
     this.queued += rest.length;
     this.lastProgress = performance.now();

@@ -91,3 +91,25 @@ describe("FrameWriter", () => {
     expect(hex(first!)).toBe(copy);
   });
 });
+
+describe("FrameWriter.take, transient", () => {
+  test("hands a view of the gather buffer, which the next frames overwrite; the default hands a copy", () => {
+    const w = new FrameWriter();
+    const got: Uint8Array[] = [];
+    w.windowUpdate(1, 100);
+    w.take({ write: (b) => got.push(b) }, true);
+    w.windowUpdate(1, 100);
+    w.take({ write: (b) => got.push(b) });
+    w.windowUpdate(3, 7);
+    w.take({ write: (b) => got.push(b) }, true);
+    expect(got.length).toBe(3);
+    // the first (transient) view now shows the third frame: same memory
+    expect(got[0]!.buffer).toBe(got[2]!.buffer);
+    expect([...got[0]!]).toEqual([...got[2]!]);
+    expect(got[2]![8]).toBe(3);
+    // the copy kept its bytes
+    expect(got[1]!.buffer).not.toBe(got[2]!.buffer);
+    expect(got[1]![8]).toBe(1);
+    expect(got[1]![12]).toBe(100);
+  });
+});
