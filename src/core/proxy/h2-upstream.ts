@@ -2,18 +2,19 @@
  * HTTP/2 to origins. tapwire offers `h2` and `http/1.1` in ALPN and remembers, per origin (host, port, TLS name),
  * what the origin picked; an origin that picked h2 gets one HTTP/2 connection that carries many streams (a new one
  * when it is going away or has as many streams open as the origin allows; the old one closes once its streams are
- * done). Built on tapwire's own codec (H2Connection, client role) over a node:tls socket.
+ * done). Built on tapwire's own codec (H2Connection, client role) over Bun's native TLS socket (Bun.connect, as
+ * HTTP/1 origins in upstream.ts: same verification, same handshake check).
  *
  * The proxy sees an origin's connection as an H2Origin and each request as an H2UpstreamStream (tapwire's own
  * interfaces, flat field lists, no Node stream types); flow control stays behind them: a paused stream grants the
  * origin no more window, so a fast origin cannot make tapwire buffer without bound.
  */
-import tls from "node:tls";
+import type { Socket } from "bun";
 import type { HeaderList } from "../http1/types.ts";
 import { H2Connection, type H2Events } from "../http2/connection.ts";
 import { H2_ERROR } from "../http2/frames.ts";
 import { h2ResponseToH1Flat, trailerFields, trailersFromFlat } from "../http2/headers.ts";
-import { classifyConnectError, UpstreamError } from "./upstream.ts";
+import { classifyConnectError, handshakeFailed, UpstreamError } from "./upstream.ts";
 
 export interface H2Target {
   host: string;
@@ -152,47 +153,78 @@ export class H2UpstreamPool {
 
   private open(t: H2Target, key: string): Promise<H2Origin | null> {
     const servername = t.servername ?? t.host;
+    const { host, port } = t;
+    const pool = this;
+    const rejectUnauthorized = this.opts.rejectUnauthorized;
     return new Promise((resolve, reject) => {
       let settled = false;
-      const sock = tls.connect({
-        host: t.host,
-        port: t.port,
-        servername: /^[\d.]+$|:/.test(servername) ? undefined : servername,
-        ALPNProtocols: ["h2", "http/1.1"],
-        rejectUnauthorized: this.opts.rejectUnauthorized,
-        checkServerIdentity: this.opts.rejectUnauthorized ? (_h, cert) => tls.checkServerIdentity(servername, cert) : () => undefined,
-        ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-      });
-      const timer = setTimeout(() => fail(new UpstreamError("timeout", `connect to ${t.host}:${t.port} timed out after ${this.opts.connectTimeoutMs / 1000} s`)), this.opts.connectTimeoutMs);
+      let sock: Socket<CodecOrigin | undefined> | null = null;
       const fail = (e: UpstreamError) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        sock.destroy();
+        sock?.terminate();
         reject(e);
       };
-      sock.once("error", (e: Error & { code?: string }) => {
-        const code = e.code ?? "";
-        if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|HOSTNAME|altname/i.test(code + " " + e.message)) {
-          fail(new UpstreamError("tls", `TLS verification of ${servername} failed: ${code || e.message}`));
-        } else fail(classifyConnectError(e, t.host, t.port));
-      });
-      sock.once("secureConnect", () => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        const picked: Alpn = sock.alpnProtocol === "h2" ? "h2" : "http/1.1";
-        this.alpn.set(key, picked);
-        if (picked !== "h2") {
-          sock.destroy();
-          return resolve(null);
-        }
-        const origin = new CodecOrigin(sock, sock.remoteAddress ?? "", (o) => {
-          if (this.sessions.get(key) === o) this.sessions.delete(key);
-        });
-        this.sessions.set(key, origin);
-        resolve(origin);
-      });
+      const timer = setTimeout(() => fail(new UpstreamError("timeout", `connect to ${host}:${port} timed out after ${this.opts.connectTimeoutMs / 1000} s`)), this.opts.connectTimeoutMs);
+      Bun.connect<CodecOrigin | undefined>({
+        hostname: host,
+        port,
+        data: undefined,
+        // the same verification as HTTP/1 origins (upstream.ts): the server name is the verification name
+        tls: { serverName: servername, rejectUnauthorized, ...(this.opts.ca ? { ca: this.opts.ca } : {}), ALPNProtocols: ALPN_OFFER },
+        socket: {
+          open(s) {
+            sock = s;
+            if (settled) return void s.terminate(); // timed out before the connection opened
+            s.setNoDelay(true);
+          },
+          handshake(s, success, authorizationError) {
+            if (settled) return void s.terminate();
+            if (handshakeFailed(success, authorizationError, rejectUnauthorized)) {
+              const ae = authorizationError as (Error & { code?: string }) | null;
+              const reason = ae ? `${ae.code ?? ""} ${ae.message}`.trim() : "handshake failed";
+              return fail(new UpstreamError("tls", `TLS verification of ${servername} failed: ${reason}`));
+            }
+            settled = true;
+            clearTimeout(timer);
+            const picked: Alpn = s.alpnProtocol === "h2" ? "h2" : "http/1.1";
+            pool.alpn.set(key, picked);
+            if (picked !== "h2") {
+              s.terminate();
+              return resolve(null);
+            }
+            const origin = new CodecOrigin(s, s.remoteAddress ?? "", (o) => {
+              if (pool.sessions.get(key) === o) pool.sessions.delete(key);
+            });
+            s.data = origin;
+            pool.sessions.set(key, origin);
+            resolve(origin);
+          },
+          data(s, d) {
+            s.data?.onData(d);
+          },
+          drain(s) {
+            s.data?.drained();
+          },
+          end(s) {
+            // the origin half-closed: an HTTP/2 connection is over then
+            if (s.data) s.data.onGone();
+            s.end();
+          },
+          close(s, err) {
+            if (s.data) s.data.onGone();
+            else fail(err ? classifyConnectError(err, host, port) : new UpstreamError("closed", `${host}:${port} closed the connection during the TLS handshake`));
+          },
+          error(s, err) {
+            if (s.data) s.data.onGone();
+            else fail(classifyConnectError(err, host, port));
+          },
+          connectError(_s, err) {
+            fail(classifyConnectError(err, host, port));
+          },
+        },
+      }).catch((err) => fail(classifyConnectError(err, host, port)));
     });
   }
 
@@ -271,9 +303,18 @@ class Collector implements H2StreamHandler {
   }
 }
 
+/** ALPN offer in wire format (Bun 1.4.5 takes the wire-format string; an array is refused) */
+const ALPN_OFFER = "\x02h2\x08http/1.1";
 /**
- * An origin's connection on tapwire's codec (H2Connection, client role) over the node:tls socket: frames gathered
- * and written once per event-loop iteration, streams as small class instances (no closures per stream).
+ * Bytes queued for the origin (the kernel took no more) above which tapwire stops reading the origin and request
+ * bodies wait (h2Writable): node:tls's default highWaterMark, which this socket had before.
+ */
+const SINK_HIGH_WATER = 16 * 1024;
+
+/**
+ * An origin's connection on tapwire's codec (H2Connection, client role) over Bun's native TLS socket: frames
+ * gathered and written once per event-loop iteration, streams as small class instances (no closures per stream).
+ * The socket does not buffer: what write() does not take is copied into `queue` and written on drain.
  */
 class CodecOrigin implements H2Origin, H2Events {
   private readonly conn: H2Connection;
@@ -281,29 +322,43 @@ class CodecOrigin implements H2Origin, H2Events {
   private reading: ArrayBufferLike | null = null;
   private scheduled = false;
   private dead = false;
+  /** the socket is closed (or being terminated): nothing more is written */
+  private sockGone = false;
+  /** end() the socket once the queue is written */
+  private ending = false;
   /** taken out of the pool (going away, or full): closed once its last stream is done */
   retired = false;
   sinkBlocked = false;
   private readonly waitingSink = new Set<CodecUpstreamStream>();
   private out: Uint8Array[] = [];
+  private queue: Uint8Array[] = [];
+  private queued = 0;
   private readonly flushBound = () => this.flush();
 
   constructor(
-    private readonly sock: tls.TLSSocket,
+    private readonly sock: Socket<CodecOrigin | undefined>,
     readonly remoteAddress: string,
-    private readonly onGone: (o: CodecOrigin) => void,
+    private readonly onGoneFromPool: (o: CodecOrigin) => void,
   ) {
     this.conn = new H2Connection("client", this);
-    sock.on("data", (b: Uint8Array) => {
-      this.reading = b.buffer;
-      this.conn.feed(b);
-      this.reading = null;
-      this.schedule();
-    });
-    sock.on("drain", () => this.drained());
-    sock.on("close", () => this.conn.close(H2_ERROR.CANCEL, "the origin closed the connection"));
-    sock.on("error", () => {}); // 'close' follows
     this.flush(); // the preface and our SETTINGS
+  }
+
+  /** a read from the socket */
+  onData(b: Uint8Array): void {
+    this.reading = b.buffer;
+    this.conn.feed(b);
+    this.reading = null;
+    this.schedule();
+  }
+
+  /** the socket closed, failed or was half-closed by the origin */
+  onGone(): void {
+    if (this.sockGone) return;
+    this.sockGone = true;
+    this.queue = [];
+    this.queued = 0;
+    this.conn.close(H2_ERROR.CANCEL, "the origin closed the connection");
   }
 
   /** open and able to take one more stream now */
@@ -328,7 +383,7 @@ class CodecOrigin implements H2Origin, H2Events {
   retire(): void {
     if (this.retired) return;
     this.retired = true;
-    this.onGone(this);
+    this.onGoneFromPool(this);
     this.closeIfIdle();
   }
 
@@ -337,7 +392,14 @@ class CodecOrigin implements H2Origin, H2Events {
     this.conn.goaway(H2_ERROR.NO_ERROR);
     this.flush();
     this.dead = true;
-    this.sock.end();
+    this.endSocket();
+  }
+
+  /** half-close once what is queued is written */
+  private endSocket(): void {
+    if (this.sockGone || this.ending) return;
+    this.ending = true;
+    if (this.queued === 0) this.sock.end();
   }
 
   close(): void {
@@ -346,7 +408,7 @@ class CodecOrigin implements H2Origin, H2Events {
     this.conn.goaway(H2_ERROR.NO_ERROR);
     this.flush();
     this.conn.close(H2_ERROR.CANCEL, "the HTTP/2 pool is closed");
-    this.sock.end();
+    this.endSocket();
   }
 
   schedule(): void {
@@ -357,19 +419,44 @@ class CodecOrigin implements H2Origin, H2Events {
 
   private flush(): void {
     this.scheduled = false;
-    if (this.sock.destroyed) return;
+    if (this.sockGone) return;
     this.conn.flush();
     const parts = this.out;
     if (parts.length === 0) return;
     this.out = [];
-    if (!this.sock.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts)) && !this.sinkBlocked) {
+    const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+    if (this.queued > 0) return this.enqueue(data);
+    const n = this.sock.write(data);
+    if (n < data.length) this.enqueue(n <= 0 ? data : data.subarray(n));
+  }
+
+  /** Keeps bytes the socket did not take (a copy: the codec may reuse what it handed out); blocks the sink. */
+  private enqueue(rest: Uint8Array): void {
+    this.queue.push(rest.slice());
+    this.queued += rest.length;
+    if (this.queued >= SINK_HIGH_WATER && !this.sinkBlocked) {
       // the origin does not read: stop reading it too until its socket drains
       this.sinkBlocked = true;
       this.sock.pause();
     }
   }
 
-  private drained(): void {
+  drained(): void {
+    while (this.queue.length > 0) {
+      if (this.sockGone) return;
+      const d = this.queue[0]!;
+      const n = this.sock.write(d);
+      if (n < d.length) {
+        if (n > 0) {
+          this.queue[0] = d.subarray(n);
+          this.queued -= n;
+        }
+        return;
+      }
+      this.queue.shift();
+      this.queued -= d.length;
+    }
+    if (this.ending) return void this.sock.end();
     if (this.sinkBlocked) this.sock.resume();
     this.sinkBlocked = false;
     if (this.waitingSink.size === 0) return;
@@ -450,9 +537,13 @@ class CodecOrigin implements H2Origin, H2Events {
   closed(): void {
     this.dead = true;
     this.retired = true;
-    this.onGone(this);
+    this.onGoneFromPool(this);
     this.flush();
-    this.sock.destroy();
+    if (this.sockGone) return;
+    this.sockGone = true;
+    this.queue = [];
+    this.queued = 0;
+    this.sock.terminate();
   }
 }
 
