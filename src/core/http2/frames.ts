@@ -71,9 +71,11 @@ export const COPY_LIMIT = 4096;
 /**
  * Frames gathered for one write. Small frames are appended to a reused buffer; DATA payloads of COPY_LIMIT bytes or
  * more go as parts of their own (a reference to the caller's bytes). take() hands out the gathered parts in wire
- * order; the gather buffer's bytes are copied out (a slice) so the owner may keep what it is given.
+ * order; the gather buffer's bytes are copied out (a slice) so the owner may keep what it is given, unless the owner
+ * asks for a transient view (take(sink, true)): tapwire's two sockets (Bun's native ones, client and origin side)
+ * write at once and copy only what the kernel does not take.
  *
- * Why the slice: Bun 1.4.5's node:tls socket keeps a reference to what write() is given until it is sent (measured:
+ * Why the slice by default: Bun 1.4.5's node:tls socket keeps a reference to what write() is given until it is sent (measured:
  * 4 writes of 2 MiB, the buffer overwritten after write() returned: 6 MiB arrived overwritten; writableLength equals
  * the bytes written right after each write(), even for 2 KB), so a reused gather buffer would be sent overwritten.
  * (node:net copies what it cannot send at once.) Handing out a view and reusing the buffer cost 35-40% less codec CPU
@@ -265,7 +267,7 @@ export class FrameWriter {
     if (parts.length === 0) {
       if (this.len === 0) return;
       // transient: a view of the gather buffer, valid only until the next frame is written here (the sink copies
-      // what it keeps; Bun's node:tls socket keeps what it is given, so a copy is the default)
+      // what it keeps; a sink that keeps what it is given, as Bun's node:tls socket does, gets the default copy)
       const out = transient ? this.buf.subarray(0, this.len) : this.buf.slice(0, this.len);
       this.len = this.cut = 0;
       sink.write(out);

@@ -420,7 +420,8 @@ class CodecOrigin implements H2Origin, H2Events {
   private flush(): void {
     this.scheduled = false;
     if (this.sockGone) return;
-    this.conn.flush();
+    // a view of the codec's gather buffer: written at once, and what the socket does not take is copied (enqueue)
+    this.conn.flush(true);
     const parts = this.out;
     if (parts.length === 0) return;
     this.out = [];
