@@ -151,62 +151,13 @@ export function trailerFields(fields: HeaderList): HeaderList {
   return fields.filter(([k]) => !k.startsWith(":") && !NOT_IN_TRAILERS.has(k.toLowerCase())).map(([k, v]) => [k.toLowerCase(), v]);
 }
 
-/** node's header object for HTTP/2 (repeated names become arrays, in order). */
-export type H2HeaderObject = Record<string, string | string[]>;
-
-function addField(o: H2HeaderObject, k: string, v: string): void {
-  const prev = o[k];
-  if (prev === undefined) o[k] = v;
-  else if (Array.isArray(prev)) prev.push(v);
-  else o[k] = [prev, v];
-}
-
-/** Whether the list holds a Connection field (whose named fields are then dropped too). */
+/** Whether the list has a Connection field (the one-pass translations skip building its set when not). */
 function hasConnection(headers: HeaderList): boolean {
   for (let i = 0; i < headers.length; i++) {
     const k = headers[i]![0];
     if (k.length === 10 && k.toLowerCase() === "connection") return true;
   }
   return false;
-}
-
-/**
- * h1RequestToH2 as node's header object, in one pass (the proxy's hot path: no intermediate field list). Same
- * fields, same order, same refusals.
- */
-export function h1RequestToH2Object(head: H1RequestHead, scheme: "http" | "https", authority?: string): H2HeaderObject {
-  const named = hasConnection(head.headers) ? connectionNamed(head.headers) : null;
-  let host = authority;
-  for (const [k, v] of head.headers) {
-    if (k.length === 4 && k.toLowerCase() === "host") {
-      host ??= v.trim();
-      break;
-    }
-  }
-  if (!host) throw new H2TranslateError("the request has no Host: HTTP/2 needs an :authority");
-  const o: H2HeaderObject = head.method === "CONNECT" ? { ":method": "CONNECT", ":authority": host } : { ":method": head.method, ":scheme": scheme, ":authority": host, ":path": head.target || "/" };
-  for (const [k, v] of head.headers) {
-    const n = k.toLowerCase();
-    if (CONNECTION_SPECIFIC.has(n) || (named !== null && named.has(n))) continue;
-    if (n === "te") {
-      if (v.split(",").some((x) => x.trim().toLowerCase() === "trailers")) addField(o, "te", "trailers");
-      continue;
-    }
-    addField(o, n, v);
-  }
-  return o;
-}
-
-/** h1ResponseToH2 as node's header object, in one pass (see h1RequestToH2Object). */
-export function h1ResponseToH2Object(status: number, headers: HeaderList): H2HeaderObject {
-  const named = hasConnection(headers) ? connectionNamed(headers) : null;
-  const o: H2HeaderObject = { ":status": String(status) };
-  for (const [k, v] of headers) {
-    const n = k.toLowerCase();
-    if (CONNECTION_SPECIFIC.has(n) || n === "te" || n === "trailer" || (named !== null && named.has(n))) continue;
-    addField(o, n, v);
-  }
-  return o;
 }
 
 /**
