@@ -7,8 +7,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
 import http2 from "node:http2";
-import net from "node:net";
-import tls from "node:tls";
 import type { AddressInfo } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +14,7 @@ import { generateCA } from "../../../src/core/tls/ca.ts";
 import { LeafCertCache } from "../../../src/core/tls/leaf.ts";
 import { startService } from "../../helpers/service.ts";
 import { tempDir } from "../../helpers/tapwire-process.ts";
+import { tlsTunnel } from "../../helpers/tls-tunnel.ts";
 
 const originCa = generateCA();
 const leaf = new LeafCertCache(originCa).get("localhost");
@@ -70,23 +69,7 @@ afterAll(async () => {
 });
 
 async function session(): Promise<http2.ClientHttp2Session> {
-  const raw = net.connect(svc.proxyPort!, "127.0.0.1");
-  await new Promise<void>((res, rej) => raw.once("connect", res).once("error", rej));
-  raw.write(`CONNECT localhost:${h2port} HTTP/1.1\r\nHost: localhost:${h2port}\r\n\r\n`);
-  await new Promise<void>((res, rej) => {
-    let got = "";
-    const onData = (d: Buffer) => {
-      got += d.toString("latin1");
-      if (!got.includes("\r\n\r\n")) return;
-      raw.off("data", onData);
-      if (got.startsWith("HTTP/1.1 200")) res();
-      else rej(new Error(got));
-    };
-    raw.on("data", onData);
-    raw.once("error", rej);
-  });
-  const t = tls.connect({ socket: raw, servername: "localhost", ca: caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
-  await new Promise<void>((res, rej) => t.once("secureConnect", res).once("error", rej));
+  const t = await tlsTunnel(svc.proxyPort!, h2port, caPem);
   return http2.connect(`https://localhost:${h2port}`, { createConnection: () => t });
 }
 

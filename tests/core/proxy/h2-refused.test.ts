@@ -5,7 +5,6 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import http2 from "node:http2";
-import net from "node:net";
 import tls from "node:tls";
 import type { AddressInfo } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -14,6 +13,7 @@ import { generateCA } from "../../../src/core/tls/ca.ts";
 import { LeafCertCache } from "../../../src/core/tls/leaf.ts";
 import { startService } from "../../helpers/service.ts";
 import { tempDir } from "../../helpers/tapwire-process.ts";
+import { tlsTunnel } from "../../helpers/tls-tunnel.ts";
 
 const originCa = generateCA();
 const leaf = new LeafCertCache(originCa).get("localhost");
@@ -58,25 +58,8 @@ afterAll(async () => {
   h2srv?.close();
 });
 
-async function tunnel(): Promise<tls.TLSSocket> {
-  const raw = net.connect(svc.proxyPort!, "127.0.0.1");
-  await new Promise<void>((res, rej) => raw.once("connect", res).once("error", rej));
-  raw.write(`CONNECT localhost:${h2port} HTTP/1.1\r\nHost: localhost:${h2port}\r\n\r\n`);
-  await new Promise<void>((res, rej) => {
-    let got = "";
-    const onData = (d: Buffer) => {
-      got += d.toString("latin1");
-      if (!got.includes("\r\n\r\n")) return;
-      raw.off("data", onData);
-      if (got.startsWith("HTTP/1.1 200")) res();
-      else rej(new Error(got));
-    };
-    raw.on("data", onData);
-    raw.once("error", rej);
-  });
-  const t = tls.connect({ socket: raw, servername: "localhost", ca: caPem, ALPNProtocols: ["h2"] } as tls.ConnectionOptions);
-  await new Promise<void>((res, rej) => t.once("secureConnect", res).once("error", rej));
-  return t;
+function tunnel(): Promise<tls.TLSSocket> {
+  return tlsTunnel(svc.proxyPort!, h2port, caPem);
 }
 
 test("12 requests at once to an origin allowing 2 streams: every one is answered 200", async () => {

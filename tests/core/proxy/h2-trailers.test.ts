@@ -7,7 +7,6 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http2 from "node:http2";
-import net from "node:net";
 import tls from "node:tls";
 import type { AddressInfo } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -16,6 +15,7 @@ import { generateCA } from "../../../src/core/tls/ca.ts";
 import { LeafCertCache } from "../../../src/core/tls/leaf.ts";
 import { startService } from "../../helpers/service.ts";
 import { tempDir } from "../../helpers/tapwire-process.ts";
+import { tlsTunnel } from "../../helpers/tls-tunnel.ts";
 
 type Svc = Awaited<ReturnType<typeof startService>>;
 const originCa = generateCA();
@@ -135,25 +135,8 @@ async function entryFor(part: string): Promise<any> {
 }
 
 /** A TLS socket to localhost:port through the proxy's CONNECT, offering `alpn`. */
-async function tunnel(port: number, alpn: string[]): Promise<tls.TLSSocket> {
-  const raw = net.connect(svc.proxyPort!, "127.0.0.1");
-  await new Promise<void>((res, rej) => raw.once("connect", res).once("error", rej));
-  raw.write(`CONNECT localhost:${port} HTTP/1.1\r\nHost: localhost:${port}\r\n\r\n`);
-  await new Promise<void>((res, rej) => {
-    let got = "";
-    const onData = (d: Buffer) => {
-      got += d.toString("latin1");
-      if (!got.includes("\r\n\r\n")) return;
-      raw.off("data", onData);
-      if (got.startsWith("HTTP/1.1 200")) res();
-      else rej(new Error(got));
-    };
-    raw.on("data", onData);
-    raw.once("error", rej);
-  });
-  const t = tls.connect({ socket: raw, servername: "localhost", ca: caPem, ALPNProtocols: alpn } as tls.ConnectionOptions);
-  await new Promise<void>((res, rej) => t.once("secureConnect", res).once("error", rej));
-  return t;
+function tunnel(port: number, alpn: string[]): Promise<tls.TLSSocket> {
+  return tlsTunnel(svc.proxyPort!, port, caPem, alpn);
 }
 
 /** One raw HTTP/1.1 exchange through the proxy (Connection: close): the response's head and its raw body bytes. */
