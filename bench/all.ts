@@ -134,6 +134,12 @@ if (want("proxy")) {
       const m = new RegExp(`${re.source}[^\\n]*?\\s(-?[\\d.]+)(?:\\s|$)`, "m").exec(out);
       return m ? Number(m[1]) : null;
     };
+    // the capture's catch-up after tapwire's capturing rows (the writer defers its SQLite work while traffic flows)
+    const cu = /(\d+) entries queryable after ([\d.]+) s[^\n]*the first search answered after ([\d.]+) s; entries dropped by the capture queue: (\d+)/.exec(out);
+    const kept = cu ? Number(cu[1]).toLocaleString("en") : "?";
+    row("proxy", `lag: end of the capturing rows to the first search answered (${kept} entries kept)`, "< 5 s", cu ? Number(cu[3]) : null, (v) => `${v.toFixed(2)} s`, (v) => v < 5);
+    row("proxy", "  of it: until every captured entry was queryable", "-", cu ? Number(cu[2]) : null, (v) => `${v.toFixed(2)} s`, null);
+    row("proxy", "capture entries dropped in the bench (the queue is bounded; /capture/status dropped)", "-", cu ? Number(cu[4]) : null, (v) => String(v), null);
     row("proxy", "plain HTTP: bare Bun TCP relay / direct req/s (the floor for a Bun process, one run)", "-", info(/\(a-relay\)\/\(a\)/), f2, null);
     row("proxy", "plain HTTP: tapwire / bare Bun relay req/s (one run)", "-", info(/\(b\)\/\(a-relay\)/), f2, null);
   } catch (e) {
