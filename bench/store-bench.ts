@@ -23,6 +23,7 @@
  * longest gap the main thread spent on a core (tapwire's own work, GC) and waiting for one (the machine's other
  * threads and processes had both cores): /proc/<pid>/task/<pid>/schedstat.
  */
+import { ALLOCATOR_ENV } from "../src/cli/allocator.ts";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -300,7 +301,8 @@ try {
 
   // the store's own RSS: this process holds its 20,000 generated entries, so another one opens the store, writes
   // 20,000 entries at capacity (not kept), runs the query mix and reads its RSS (bench/store-rss.ts)
-  const rssRun = Bun.spawnSync([process.execPath, join(import.meta.dir, "store-rss.ts"), dbPath, String(N)], { stderr: "inherit" });
+  // with the allocator setting `tapwire start` runs with (src/cli/allocator.ts): freed pages stay in the process
+  const rssRun = Bun.spawnSync([process.execPath, join(import.meta.dir, "store-rss.ts"), dbPath, String(N)], { stderr: "inherit", env: { ...process.env, ...ALLOCATOR_ENV } });
   const rssOut = rssRun.stdout.toString();
   const rssLine = /^RESULT (.*)$/m.exec(rssOut);
   const storeRss = rssLine ? (JSON.parse(rssLine[1]!) as { rss_mib: number; rss_anon_mib: number | null; rss_file_mib: number | null }) : null;

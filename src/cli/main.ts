@@ -1,4 +1,6 @@
 #!/usr/bin/env bun
+// first: `start` restarts itself with its allocator setting before the other modules are evaluated
+import "./allocator.ts";
 import { VERSION } from "../version.ts";
 import { NotRunningError } from "./client.ts";
 import { CliFailure, DATA_DIR_OPTION, HelpRequested, UsageError, processIo, type Command, type Io } from "./command.ts";
@@ -136,8 +138,9 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
 }
 
 if (import.meta.main) {
+  const argv = process.argv.slice(2);
   const flushed = (s: NodeJS.WriteStream) => new Promise<void>((r) => s.write("", () => r()));
-  main(process.argv.slice(2)).then(async (code) => {
+  main(argv).then(async (code) => {
     // let piped output drain before exiting (a large --json answer can still be queued)
     await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
     process.exit(code);
