@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, startTapwire, tempDir } from "../helpers/tapwire-process.ts";
 import { parseResponses, rawExchange } from "../helpers/raw-client.ts";
@@ -31,6 +31,11 @@ describe("single-binary build", () => {
     const t = await startTapwire({ cmd: [join(bare, name)], cwd: bare, dataDir: join(bare, "data") });
     try {
       expect(t.handshake.version).toBe(version);
+      if (process.platform === "linux") {
+        // the binary restarts itself in place with its allocator setting (src/cli/allocator.ts), unless one is set
+        expect(t.handshake.pid).toBe(t.proc.pid);
+        expect(readFileSync(`/proc/${t.proc.pid}/environ`, "latin1").split("\0")).toContain(`MIMALLOC_PURGE_DELAY=${process.env.MIMALLOC_PURGE_DELAY ?? "-1"}`);
+      }
       const h: any = await (await fetch(`http://127.0.0.1:${t.handshake.port}/api/v1/health`)).json();
       expect(h.status).toBe("ok");
       expect(h.version).toBe(version);
