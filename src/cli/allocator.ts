@@ -1,23 +1,25 @@
 /**
  * The native allocator setting of tapwire's long-running process (`tapwire start`).
  *
- * Bun allocates its native memory (socket reads, typed arrays' stores, SQLite, zstd...) with mimalloc, which by
- * default hands freed pages back to the system a few milliseconds later ("purging": madvise, then page faults when
- * they are used again) from a background thread and from the freeing thread. A proxy frees and reuses the same
- * few MiB thousands of times a second, so on plain HTTP that churn cost about a third of tapwire's CPU per request
- * (docs/performance.md, "The allocator's purge"). With MIMALLOC_PURGE_DELAY=-1 freed pages stay with the process
- * and are reused; the process's RSS then stays at its high-water mark instead of shrinking after a peak.
+ * Bun allocates its native memory (socket reads, typed arrays' stores, SQLite, zstd...) with mimalloc. With
+ * mimalloc's default options a proxy's steady traffic kept two threads busy handing freed pages back to the system
+ * and faulting them in again (mi-scavenger, and JSCWarmUp: madvise, TLB shoot-downs across the VM's vCPUs, pages
+ * cleared again): about a third of tapwire's CPU per plain-HTTP request, more under outside load
+ * (docs/performance.md, "The allocator's purge"). MIMALLOC_ALLOW_THP=0 (no transparent huge pages for mimalloc's
+ * memory) ends that churn; freed memory still goes back to the system as before (the store's RSS after its query
+ * mix is unchanged). MIMALLOC_PURGE_DELAY=-1 ends it too, but then freed pages never go back and RSS stays at its
+ * high-water mark (the 1M-entry store: 392 MiB against 238 after its query mix): not used.
  *
- * mimalloc reads its options from the environment when the process starts, so `start` re-executes itself (execve:
- * same pid, same arguments, nothing forked) with the variable set. A variable the user set is kept as it is: run
- * with MIMALLOC_PURGE_DELAY=10 (mimalloc's default) to return freed memory to the system again.
+ * mimalloc reads its options from the environment when the process starts (its symbols are not exported: no
+ * switch at run time), so `start` re-executes itself (execve: same pid, same arguments, nothing forked) with the
+ * variable set. A value the user set is kept as it is (MIMALLOC_ALLOW_THP=1 is mimalloc's default).
  *
  * main.ts imports this module before any other, so that the restart happens before the rest of the program's
  * modules are evaluated (the call at the end of this file): `start` pays for one bare runtime start-up, not two.
  */
 import { join } from "node:path";
 
-export const ALLOCATOR_ENV: Readonly<Record<string, string>> = { MIMALLOC_PURGE_DELAY: "-1" };
+export const ALLOCATOR_ENV: Readonly<Record<string, string>> = { MIMALLOC_ALLOW_THP: "0" };
 
 /** Whether this process runs as a `bun build --compile` executable (its modules live in Bun's virtual folder). */
 function isCompiled(): boolean {

@@ -47,9 +47,8 @@ a fresh token are written to api-handshake.json in the data directory, which the
   --flow-timeout SECS       time limit of one flow run; then it is cancelled and the route answers 504 (default ${DEFAULTS.flowTimeoutMs / 1000})
   -h, --help                show this text
 
-Freed memory stays with the process: \`start\` restarts itself at launch with MIMALLOC_PURGE_DELAY=-1, which saves
-up to a third of the CPU per proxied request; set MIMALLOC_PURGE_DELAY=10 (the allocator's default) to hand freed
-memory back to the system instead.
+\`start\` restarts itself at launch (same pid) with MIMALLOC_ALLOW_THP=0, which spares the memory allocator a churn
+of pages that cost up to a third of the CPU per proxied request; a value you set yourself is kept.
 
 example:
   tapwire start --port 8080 --data-dir /tmp/tw`;

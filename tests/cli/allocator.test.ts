@@ -18,21 +18,21 @@ afterEach(async () => {
 });
 
 describe.if(process.platform === "linux")("tapwire start: the allocator setting (src/cli/allocator.ts)", () => {
-  test("start restarts itself in place (same pid) with MIMALLOC_PURGE_DELAY=-1, and its other variables kept", async () => {
+  test("start restarts itself in place (same pid) with MIMALLOC_ALLOW_THP=0, and its other variables kept", async () => {
     // (not inherited from whoever runs the tests)
-    const before = process.env.MIMALLOC_PURGE_DELAY;
-    delete process.env.MIMALLOC_PURGE_DELAY;
+    const before = process.env.MIMALLOC_ALLOW_THP;
+    delete process.env.MIMALLOC_ALLOW_THP;
     let t: RunningTapwire;
     try {
       t = await startTapwire({ env: { TAPWIRE_TEST_MARK: "kept" } });
     } finally {
-      if (before !== undefined) process.env.MIMALLOC_PURGE_DELAY = before;
+      if (before !== undefined) process.env.MIMALLOC_ALLOW_THP = before;
     }
     running.push(t);
     // execve: the pid the caller spawned is the service's (signals, `tapwire stop` and kill -9 reach it)
     expect(t.handshake.pid).toBe(t.proc.pid);
     const env = environOf(t.proc.pid);
-    expect(env.MIMALLOC_PURGE_DELAY).toBe("-1");
+    expect(env.MIMALLOC_ALLOW_THP).toBe("0");
     expect(env.TAPWIRE_TEST_MARK).toBe("kept");
     // the restarted process is the same program with the same arguments
     const cmdline = readFileSync(`/proc/${t.proc.pid}/cmdline`, "latin1").split("\0").filter(Boolean);
@@ -42,10 +42,10 @@ describe.if(process.platform === "linux")("tapwire start: the allocator setting 
   });
 
   test("a value the user set is left as it is (no restart)", async () => {
-    const t = await startTapwire({ env: { MIMALLOC_PURGE_DELAY: "10" } });
+    const t = await startTapwire({ env: { MIMALLOC_ALLOW_THP: "1" } });
     running.push(t);
     expect(t.handshake.pid).toBe(t.proc.pid);
-    expect(environOf(t.proc.pid).MIMALLOC_PURGE_DELAY).toBe("10");
+    expect(environOf(t.proc.pid).MIMALLOC_ALLOW_THP).toBe("1");
     expect((await t.api("/api/v1/health")).status).toBe(200);
   });
 });
