@@ -301,7 +301,7 @@ try {
 
   // the store's own RSS: this process holds its 20,000 generated entries, so another one opens the store, writes
   // 20,000 entries at capacity (not kept), runs the query mix and reads its RSS (bench/store-rss.ts)
-  // with the allocator setting `tapwire start` runs with (src/cli/allocator.ts): freed pages stay in the process
+  // with the allocator setting `tapwire start` runs with (src/cli/allocator.ts)
   const rssRun = Bun.spawnSync([process.execPath, join(import.meta.dir, "store-rss.ts"), dbPath, String(N)], { stderr: "inherit", env: { ...process.env, ...ALLOCATOR_ENV } });
   const rssOut = rssRun.stdout.toString();
   const rssLine = /^RESULT (.*)$/m.exec(rssOut);
