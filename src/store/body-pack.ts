@@ -89,8 +89,8 @@ export function bodyFinder(needle: string): (value: string | Uint8Array | null, 
   return (value, z) => {
     if (value === null) return false;
     if (typeof value === "string") return asciiLower(value).includes(asciiLower(needle));
-    const bytes = unpackBytes(value, z);
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    // zstd gives a Buffer: used as it is (no view of its .buffer made, ~1 µs of a search's 6-7 per body)
+    const buf = z === Z_ZSTD ? Bun.zstdDecompressSync(value) : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
     // most hits have the case the user typed: found without lower-casing the body
     if (buf.indexOf(asTyped) >= 0) return true;
     if (hasLetters && asciiNeedle) {

@@ -15,6 +15,7 @@ import type { Database } from "bun:sqlite";
 import { bodyFinder, unpackForApi } from "./body-pack.ts";
 import { ftsTable } from "./capture-db.ts";
 import { storedHeaders } from "./header-pack.ts";
+import { type HelperPost, substringCheck, verifyCandidates } from "./search-share.ts";
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult } from "./types.ts";
 
 export const LIST_LIMIT_DEFAULT = 50;
@@ -24,8 +25,6 @@ export const LIST_LIMIT_MAX = 500;
 const TRIGRAM_MIN = 3;
 /** At most this many trigrams of a long search string are looked up in the index. */
 const MAX_QUERY_TRIGRAMS = 16;
-/** SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50,000 bytes. */
-const MAX_LIKE_PATTERN_BYTES = 40_000;
 /**
  * A search's matching ids are kept (per search and filters) so that the next page, a poll (since_id) or the same
  * search again verifies only the entries added since: at most this many searches, and this many ids in all
@@ -33,11 +32,6 @@ const MAX_LIKE_PATTERN_BYTES = 40_000;
  */
 const SEARCH_CACHE_ENTRIES = 8;
 const SEARCH_CACHE_IDS = 1_000_000;
-/**
- * searchBodiesFirst reads the bodies of this many candidates before it judges whether the string is found in bodies
- * (go on) or mostly in URLs (the rest through the joined check).
- */
-const BODIES_FIRST_PROBE = 256;
 /** At most this many ids above the last search (or since_id) are checked one by one instead of through the index. */
 const DIRECT_CHECK_IDS = 500;
 /** A host/method/status filter seeks on the status codes present when there are at most this many in its range. */
@@ -173,6 +167,12 @@ export const EXPORT_PAGE = 200;
 export class CaptureQuery {
   /** hasFts: the database has the search index (capture-db.ts initSearchIndex). */
   constructor(readonly hasFts: boolean) {}
+
+  /**
+   * Posts a search's candidates to a helper Worker that checks part of them on the other core (search-share.ts;
+   * set by the reader Worker, capture-reader.ts); null: this thread checks them all.
+   */
+  helper: HelperPost | null = null;
 
   /** Searches done lately (key: searchKey), most recently used last. */
   private readonly searches = new Map<string, CachedSearch>();
@@ -348,22 +348,7 @@ export class CaptureQuery {
       verify = !(cps.length === TRIGRAM_MIN && /^[\x00-\x7f]*$/.test(search) && !/[ks]/i.test(search));
     }
     // the URL check over x (searchIds: the candidates' id and url), and the one of an uncompressed text body
-    let url: string;
-    let body: (col: string) => string;
-    let arg: Param;
-    const pattern = `%${search.replace(/[\\%_]/g, "\\$&")}%`;
-    if (Buffer.byteLength(pattern) <= MAX_LIKE_PATTERN_BYTES) {
-      // LIKE: case-insensitive for ASCII letters, no lower-cased copy of each body
-      url = "x.url LIKE ? ESCAPE '\\'";
-      body = (col) => `${col} LIKE ? ESCAPE '\\'`;
-      arg = pattern;
-    } else {
-      // LIKE refuses patterns over 50,000 bytes; same semantics, slower
-      url = "instr(lower(x.url), ?) > 0";
-      body = (col) => `instr(lower(${col}), ?) > 0`;
-      arg = search.replace(/[A-Z]+/g, (m) => m.toLowerCase());
-    }
-    const needle = search;
+    const { url, body, arg, needle } = substringCheck(search);
     if (verify) return { volatile, check: { url, urlParams: [arg], body, arg, needle, candidates } };
     // indexed candidates are exact; the unindexed ones are checked
     return { volatile, check: { url: `(x.id <= ? OR ${url})`, urlParams: [indexedUpto, arg], body, arg, needle } };
@@ -412,23 +397,20 @@ export class CaptureQuery {
 
   /**
    * The check when only the search filters (since_id aside): the candidates come from the index alone (its rows are
-   * exactly the stored ids up to its mark, and every id above the mark is one), each one's bodies row is read and
-   * checked (uncompressed text in SQL, compressed text here), and the entries row (the URL) is read only for the
-   * candidates whose bodies do not hold the string: for a string found in bodies, one random page read per
-   * candidate instead of two. When most candidates need their URL after all (a string found in URLs: their bodies
-   * would be decompressed for nothing), the rest goes through the joined check, which reads the URL first.
+   * exactly the stored ids up to its mark, and every id above the mark is one), and each one is checked bodies first
+   * (search-share.ts checkRange): for a string found in bodies, one random page read per candidate; a string found
+   * in URLs goes through the joined check after the first few hundred. With many candidates, a helper Worker
+   * (this.helper) checks part of them on the other core, on a read connection of its own (search-share.ts: exact
+   * across the two snapshots).
    */
   private searchBodiesFirst(db: Database, w: { sql: string; params: Param[]; volatile: boolean; check: SearchCheck }, cand: { sql: string; params: Param[] }): number[] {
-    const c = w.check;
-    const all = <T>(sql: string, ...params: Param[]): T[] => {
-      const st = db.prepare(sql);
-      try {
-        return st.all(...params) as T[];
-      } finally {
-        st.finalize();
-      }
-    };
-    const cands = all<{ id: number }>(cand.sql, ...cand.params).map((r) => r.id);
+    const st = db.prepare(cand.sql);
+    let cands: number[];
+    try {
+      cands = (st.all(...cand.params) as { id: number }[]).map((r) => r.id);
+    } finally {
+      st.finalize();
+    }
     for (let i = 1; i < cands.length; i++) {
       if (cands[i]! <= cands[i - 1]!) {
         cands.sort((a, b) => a - b);
@@ -436,41 +418,7 @@ export class CaptureQuery {
       }
     }
     if (cands.length === 0) return [];
-    const st = db.prepare(`SELECT k.value AS id, b.id IS NULL AS nb,
-        CASE WHEN b.req_z = 0 AND b.req_encoding = 'utf8' THEN ${c.body("b.req_body")} END AS rql,
-        CASE WHEN b.res_z = 0 AND b.res_encoding = 'utf8' THEN ${c.body("b.res_body")} END AS rsl,
-        CASE WHEN b.req_z <> 0 AND b.req_encoding = 'utf8' THEN b.req_body END AS rq, b.req_z AS rqz,
-        CASE WHEN b.res_z <> 0 AND b.res_encoding = 'utf8' THEN b.res_body END AS rs, b.res_z AS rsz
-      FROM json_each(?) k LEFT JOIN bodies b ON b.id = k.value`);
-    const holds = bodyFinder(c.needle);
-    const ids: number[] = [];
-    // candidates whose bodies do not hold the string: their URL decides
-    const byUrl: number[] = [];
-    let seen = 0;
-    // the rows came in the candidates' order (so cands[seen..] are the ones not checked yet)
-    let inOrder = true;
-    let stop = false;
-    try {
-      for (const r of st.iterate(c.arg, c.arg, JSON.stringify(cands)) as IterableIterator<CandidateRow & { nb: number }>) {
-        if (r.id !== cands[seen]) inOrder = false;
-        seen++;
-        if (!r.nb && (r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz)))) ids.push(r.id);
-        else byUrl.push(r.id);
-        if (inOrder && seen >= BODIES_FIRST_PROBE && seen < cands.length && byUrl.length * 2 > seen) {
-          stop = true;
-          break;
-        }
-      }
-    } finally {
-      st.finalize();
-    }
-    if (byUrl.length > 0) {
-      const sql = `SELECT x.id AS id FROM entries x WHERE x.id IN (SELECT value FROM json_each(?)) AND ${c.url}`;
-      for (const r of all<{ id: number }>(sql, JSON.stringify(byUrl), ...c.urlParams)) ids.push(r.id);
-    }
-    if (byUrl.length > 0 || !inOrder) ids.sort((a, b) => a - b);
-    if (stop) for (const id of this.searchJoined(db, w, "ASC", cands.slice(seen))) ids.push(id);
-    return ids;
+    return verifyCandidates(db, w.check, cands, this.metaValue(db, "cache_epoch"), this.helper);
   }
 
   /**

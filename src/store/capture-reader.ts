@@ -8,6 +8,10 @@
  * Two connections: one for list and search (bounded page cache and memory map, capture-db.ts tuneConnection), one
  * for exports (a small page cache and no memory map: a long export must not fill the process with the file).
  *
+ * A search with many candidates shares their check with a helper: a second instance of this file, started by the
+ * reader once it has answered its first list (role "helper": one small read connection, no memory map), takes
+ * chunks of the candidates on the other core (search-share.ts: the protocol, and why the result stays exact).
+ *
  * Built as an extra entrypoint of the compiled binary (build.ts). Never throws out of a handler: errors are
  * answered (with SQLite's code, so that the store can tell corruption).
  */
@@ -15,6 +19,7 @@ import { Database } from "bun:sqlite";
 import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest } from "./capture-protocol.ts";
 import { CaptureQuery } from "./capture-query.ts";
+import { type HelperPost, helpVerify, type VerifyMessage } from "./search-share.ts";
 
 declare const self: Worker;
 
@@ -22,6 +27,79 @@ let path = "";
 let db: Database | null = null;
 let exportDb: Database | null = null;
 let query: CaptureQuery | null = null;
+
+/** The search helper (role "helper"), started once the first page is answered; null before, or when it could not start. */
+let helper: Worker | null = null;
+let helperFailed = false;
+
+/** Starts the helper unless it runs (or could not start); false when there is none. */
+function startHelper(): boolean {
+  if (!helper) {
+    if (helperFailed || !path) return false;
+    try {
+      const w = new Worker(new URL("./capture-reader.ts", import.meta.url));
+      // it never keeps this Worker alive
+      w.unref();
+      const gone = () => {
+        if (helper === w) helper = null;
+        helperFailed = true;
+      };
+      w.addEventListener("error", (ev) => {
+        console.error(`capture reader: the search helper failed (${ev.message}); searches check their candidates on one thread`);
+        gone();
+      });
+      w.addEventListener("close", gone);
+      w.postMessage({ t: "helper", path } satisfies HelperRequest);
+      helper = w;
+    } catch (e) {
+      helperFailed = true;
+      console.error(`capture reader: no search helper (${e instanceof Error ? e.message : String(e)}); searches check their candidates on one thread`);
+      return false;
+    }
+  }
+  return true;
+}
+
+/** Posts a search's candidates to the helper, starting it first; false when there is none. */
+const postToHelper: HelperPost = (m) => {
+  if (!startHelper()) return false;
+  helper!.postMessage(m);
+  return true;
+};
+
+function stopHelper(): void {
+  helper?.terminate();
+  helper = null;
+}
+
+/** The helper's messages (role "helper"): its connection, then jobs. */
+type HelperRequest = { t: "helper"; path: string } | { t: "helper-reopen" } | VerifyMessage;
+
+function helperConnect(): void {
+  const d = new Database(path, { readonly: true, strict: true });
+  d.run("PRAGMA busy_timeout = 5000");
+  // candidates' bodies pages are read once each: a small cache, no map (the process's RSS)
+  d.run("PRAGMA cache_size = -2048");
+  d.run("PRAGMA mmap_size = 0");
+  db = d;
+}
+
+function handleHelper(m: HelperRequest): void {
+  try {
+    if (m.t === "helper") {
+      path = m.path;
+      helperConnect();
+    } else if (m.t === "helper-reopen") {
+      db?.close();
+      db = null;
+      helperConnect();
+    } else if (db) {
+      helpVerify(db, m);
+    }
+  } catch (e) {
+    console.error(`capture reader: search helper: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
 
 function send(m: ReaderReply): void {
   self.postMessage(m);
@@ -49,6 +127,7 @@ function handle(m: ReaderRequest): void {
     try {
       path = m.path;
       query = new CaptureQuery(m.hasFts);
+      query.helper = postToHelper;
       connect();
       send({ t: "opened", ok: true });
     } catch (e) {
@@ -59,8 +138,10 @@ function handle(m: ReaderRequest): void {
   if (m.t === "reopen") {
     try {
       query = new CaptureQuery(m.hasFts);
+      query.helper = postToHelper;
       disconnect();
       connect();
+      helper?.postMessage({ t: "helper-reopen" } satisfies HelperRequest);
     } catch (e) {
       console.error(`capture reader: reopening the database failed: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -83,15 +164,23 @@ function handle(m: ReaderRequest): void {
         value = query.detailsByIds(exportDb, m.ids);
         break;
       case "close":
+        stopHelper();
         disconnect();
         send({ t: "reply", seq: m.seq });
         self.onmessage = null;
         return;
     }
     send({ t: "reply", seq: m.seq, value });
+    // the helper starts once the first page is answered (not before: start-up), so that it is ready for the first
+    // search (a user lists before searching)
+    if (m.t === "list" && !helper) startHelper();
   } catch (e) {
     send({ t: "reply", seq: m.seq, error: e instanceof Error ? e.message : String(e), code: (e as { code?: string }).code });
   }
 }
 
-self.onmessage = (ev: MessageEvent<ReaderRequest>) => handle(ev.data);
+self.onmessage = (ev: MessageEvent<ReaderRequest | HelperRequest>) => {
+  const m = ev.data;
+  if (m.t === "helper" || m.t === "helper-reopen" || m.t === "verify") handleHelper(m);
+  else handle(m);
+};
