@@ -16,6 +16,7 @@
  * answered (with SQLite's code, so that the store can tell corruption).
  */
 import { Database } from "bun:sqlite";
+import { setPriority } from "node:os";
 import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest } from "./capture-protocol.ts";
 import { CaptureQuery } from "./capture-query.ts";
@@ -88,6 +89,13 @@ function handleHelper(m: HelperRequest): void {
   try {
     if (m.t === "helper") {
       path = m.path;
+      // spare CPU only: on Linux this lowers this thread alone, so that a search never takes a core from the
+      // proxy's thread or the writer (the reader checks whatever chunks the helper has not taken)
+      try {
+        setPriority(0, 10);
+      } catch {
+        // not allowed here: it runs at the normal priority
+      }
       helperConnect();
     } else if (m.t === "helper-reopen") {
       db?.close();
