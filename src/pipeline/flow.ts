@@ -59,6 +59,8 @@ export class BodyCapture {
   chunks: Uint8Array[] = [];
   kept = 0;
   size = 0;
+  /** Where the body starts in chunks[0]: a read kept whole by addRead (no view made of it); else 0. */
+  firstAt = 0;
   constructor(readonly limit: number) {}
   add(data: Uint8Array): void {
     this.size += data.length;
@@ -79,24 +81,39 @@ export class BodyCapture {
     const n = buf.length - at;
     if (n === 0 || this.kept + n > this.limit) return this.add(buf.subarray(at));
     this.size += n;
-    this.chunks.push(at === 0 ? buf : buf.subarray(at));
+    // the first chunk is kept with its offset (firstAt), not as a view: a subarray() costs more than the copy
+    // the store makes of it (see bytesFrom)
+    if (this.chunks.length === 0) this.firstAt = at;
+    this.chunks.push(at === 0 || this.chunks.length === 0 ? buf : buf.subarray(at));
     this.kept += n;
   }
   bytes(): Uint8Array | null {
     if (this.size === 0) return null;
-    if (this.chunks.length === 1) return this.chunks[0]!;
+    const first = this.firstAt;
+    if (this.chunks.length === 1) return first === 0 ? this.chunks[0]! : this.chunks[0]!.subarray(first);
     const out = new Uint8Array(this.kept);
     let o = 0;
-    for (const c of this.chunks) {
+    for (let i = 0; i < this.chunks.length; i++) {
+      const c = i === 0 && first !== 0 ? this.chunks[0]!.subarray(first) : this.chunks[i]!;
       out.set(c, o);
       o += c.length;
     }
     return out;
   }
+  /** bytes() without a view: the kept bytes are those of the answer from `firstAt` on (0 for more than one chunk). */
+  bytesFrom(): Uint8Array | null {
+    if (this.size === 0 || this.chunks.length !== 1) return this.bytes();
+    return this.chunks[0]!;
+  }
+  /** The offset that goes with bytesFrom()'s answer. */
+  get bytesFromAt(): number {
+    return this.size !== 0 && this.chunks.length === 1 ? this.firstAt : 0;
+  }
   reset(): void {
     this.chunks = [];
     this.kept = 0;
     this.size = 0;
+    this.firstAt = 0;
   }
 }
 

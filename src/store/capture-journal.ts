@@ -27,6 +27,8 @@ import { type DecodedBatch, decodeBatch, decodeJsonBatch } from "./entry-codec.t
 export const HEADER_BYTES = 40;
 const MAGIC_JSON = 0x314a5754; // "TWJ1" read as a little-endian u32
 const MAGIC = 0x324a5754; // "TWJ2"
+/** The magic word of a format-2 record, for writers that store it last (capture-store.ts's mapped files). */
+export const RECORD_MAGIC = MAGIC;
 /** A new segment is started once the current one holds this much. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^(\d{16})\.twj$/;

@@ -33,7 +33,7 @@ import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest, WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { CaptureQuery, EXPORT_PAGE, finiteOrUndefined } from "./capture-query.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
-import { HEADER_BYTES, WAL_FILES, writeRecordHeader } from "./capture-journal.ts";
+import { HEADER_BYTES, RECORD_MAGIC, WAL_FILES, writeRecordHeader } from "./capture-journal.ts";
 
 /** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
 const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
@@ -60,6 +60,8 @@ interface Wal {
   journaled: number;
   /** The files' first WAL_MAP_BYTES, mapped shared; null when mapping failed (then every record is written). */
   maps: [Uint8Array, Uint8Array] | null;
+  /** DataViews of the two mappings (a record's header is stored through them, with no buffer in between). */
+  views: [DataView, DataView] | null;
 }
 import type { EntryDetail, EntrySummary, HeaderList, ListQuery, ListResult, NewEntry } from "./types.ts";
 
@@ -833,7 +835,8 @@ export class CaptureStore {
         for (const fd of fds) ftruncateSync(fd, 0);
         console.error(`capture store: write-ahead files not mapped (${(e as Error).message}); each flush is a write()`);
       }
-      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0, maps };
+      const views = maps === null ? null : (maps.map((m) => new DataView(m.buffer, m.byteOffset, m.byteLength)) as [DataView, DataView]);
+      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0, maps, views };
     } catch (e) {
       console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
     }
@@ -852,19 +855,19 @@ export class CaptureStore {
    * durable() settles, so entries finishing together share one system call.
    */
   private walAppend(id: number): void {
-    const payload = this.pending.lastEntry();
+    const len = this.pending.lastLength;
     // straight into the mapped file when nothing waits in the queue (records keep their order)
-    if (this.walLen === 0 && this.wal !== null && this.wal.maps !== null && this.mapAppend(this.wal, this.wal.maps, id, payload)) return;
+    if (this.walLen === 0 && this.wal !== null && this.wal.maps !== null && this.mapAppend(this.wal, this.wal.maps, this.wal.views!, id, len)) return;
     // copied into the queue's buffer (a view would not do: the ring run may be reused, or a batch buffer of its own
     // transferred to the writer (detached), before the queue is written); no allocation per entry
-    const need = this.walLen + HEADER_BYTES + payload.byteLength;
+    const need = this.walLen + HEADER_BYTES + len;
     if (need > this.walBuf.length) {
       const grown = Buffer.allocUnsafe(Math.max(need, this.walBuf.length * 2));
       grown.set(this.walBuf.subarray(0, this.walLen));
       this.walBuf = grown;
     }
-    writeRecordHeader(this.walBuf, this.walLen, payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
-    this.walBuf.set(payload, this.walLen + HEADER_BYTES);
+    writeRecordHeader(this.walBuf, this.walLen, len, 1, id, id, this.nextId - 1 + ID_RESERVE);
+    this.pending.copyLastEntry(this.walBuf, this.walLen + HEADER_BYTES);
     this.walLen = need;
     this.walMax = id;
     if (this.walDone === null) {
@@ -878,8 +881,8 @@ export class CaptureStore {
    * reader after kill -9: the fields after the magic word, the payload and a zero word after it first, the magic
    * word (where the reader stops while it is zero) last. False when it does not fit (the write() queue takes it).
    */
-  private mapAppend(w: Wal, maps: [Uint8Array, Uint8Array], id: number, payload: Uint8Array): boolean {
-    const rec = HEADER_BYTES + payload.byteLength;
+  private mapAppend(w: Wal, maps: [Uint8Array, Uint8Array], views: [DataView, DataView], id: number, len: number): boolean {
+    const rec = HEADER_BYTES + len;
     if (w.size[w.cur] + rec + ZERO_WORD.length > WAL_MAP_BYTES) {
       const other = (1 - w.cur) as 0 | 1;
       if (w.maxId[other] > w.journaled) return false;
@@ -887,20 +890,22 @@ export class CaptureStore {
       if (rec + ZERO_WORD.length > WAL_MAP_BYTES) return false;
       w.cur = other;
     }
-    const map = maps[w.cur];
+    const dv = views[w.cur];
     const pos = w.size[w.cur];
-    const head = this.walHead;
-    writeRecordHeader(head, 0, payload.byteLength, 1, id, id, this.nextId - 1 + ID_RESERVE);
-    map.set(head.subarray(4), pos + 4);
-    map.set(payload, pos + HEADER_BYTES);
-    map.set(ZERO_WORD, pos + rec);
-    map.set(head.subarray(0, 4), pos);
+    // the header of writeRecordHeader(), field by field through the DataView (no header buffer, no views of it)
+    dv.setUint32(pos + 4, len, true);
+    dv.setUint32(pos + 8, 0, true);
+    dv.setUint32(pos + 12, 1, true);
+    dv.setFloat64(pos + 16, id, true);
+    dv.setFloat64(pos + 24, id, true);
+    dv.setFloat64(pos + 32, this.nextId - 1 + ID_RESERVE, true);
+    this.pending.copyLastEntry(maps[w.cur], pos + HEADER_BYTES);
+    dv.setUint32(pos + rec, 0, true);
+    dv.setUint32(pos, RECORD_MAGIC, true);
     w.size[w.cur] = pos + rec;
     w.maxId[w.cur] = id;
     return true;
   }
-
-  private walHead: Buffer = Buffer.alloc(HEADER_BYTES);
 
   /**
    * Every entry added so far is in the write-ahead file once this settles (undefined: already there, or no file).

@@ -141,6 +141,9 @@ function extraJson(extra: unknown): string | null {
   }
 }
 
+/** Buffer.copy, called on any Uint8Array (a body need not be a Buffer). */
+const copyRange = Buffer.prototype.copy as (this: Uint8Array, target: Uint8Array, targetStart: number, sourceStart: number, sourceEnd: number) => number;
+
 /** Thrown by reserve() when the ring has no room left for the entry being written. */
 const NO_ROOM = new Error("no room in the ring");
 
@@ -194,6 +197,19 @@ export class BatchBuilder {
   /** The encoded bytes of the entry add() just accepted (a view, valid until the next add). */
   lastEntry(): Uint8Array {
     return this.buf.subarray(this.lastStart, this.off);
+  }
+
+  /** Length of the entry add() just accepted. */
+  get lastLength(): number {
+    return this.off - this.lastStart;
+  }
+
+  /**
+   * Copies the entry add() just accepted to `target` at `at` (Buffer.copy: no view is made; a subarray() per entry
+   * cost more than the copy of its kilobyte).
+   */
+  copyLastEntry(target: Uint8Array, at: number): void {
+    this.buf.copy(target, at, this.lastStart, this.off);
   }
 
   /** Encodes one entry; false when it cannot be (counted in failed and error, and left out). */
@@ -361,6 +377,8 @@ export class BatchBuilder {
     const status = numOf(e.status_code, "status_code");
     const reqBody = bodyOf(e.req_body);
     const resBody = bodyOf(e.res_body);
+    const resBodyAt = e.res_body_at ?? 0;
+    if (!Number.isInteger(resBodyAt) || resBodyAt < 0 || resBodyAt > (resBody?.length ?? 0)) throw new TypeError("entry field res_body_at is not an offset into res_body");
     const method = strOf(e.method, "method");
     const url = strOf(e.url, "url");
     const host = strOf(e.host, "host");
@@ -408,7 +426,7 @@ export class BatchBuilder {
     if (resFields) this.rawFields(resFields);
     else this.headers(resH, "res_headers");
     this.bytesField(reqBody);
-    this.bytesField(resBody);
+    this.bytesField(resBody, resBodyAt);
     if (har !== null) {
       this.reserve(HAR_NUMBERS * 8);
       const d = this.dv;
@@ -457,12 +475,15 @@ export class BatchBuilder {
     this.off += 4 + n;
   }
 
-  private bytesField(b: Uint8Array | null): void {
+  /** b's bytes from `at` on (a view made of them would cost more than their copy: Buffer.copy takes the range). */
+  private bytesField(b: Uint8Array | null, at = 0): void {
     if (b === null) return this.u32(NULL);
-    this.reserve(4 + b.byteLength);
-    this.dv.setUint32(this.off, b.byteLength, true);
-    this.buf.set(b, this.off + 4);
-    this.off += 4 + b.byteLength;
+    const n = b.byteLength - at;
+    this.reserve(4 + n);
+    this.dv.setUint32(this.off, n, true);
+    if (at === 0) this.buf.set(b, this.off + 4);
+    else copyRange.call(b, this.buf, this.off + 4, at, b.byteLength);
+    this.off += 4 + n;
   }
 
   /**

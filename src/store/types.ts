@@ -46,6 +46,11 @@ export interface NewEntry {
   req_body_size: number;
   res_body: Uint8Array | null;
   res_body_size: number;
+  /**
+   * The response body is res_body from this offset on (default 0): the proxy hands over a socket read that holds
+   * the head before the body without making a view of it. Only the bytes from here on are stored.
+   */
+  res_body_at?: number;
   /** Short description of a failure (upstream refused, TLS verification, timeout, aborted...). */
   error?: string;
   /** Extra fields shown in the detail form (e.g. map_local_rule, intercepted, ...). JSON-serialisable. */

@@ -273,4 +273,32 @@ describe("entry codec", () => {
     expect(cut.rows.length).toBe(1);
     expect(cut.failed).toBe(1);
   });
+
+  test("res_body_at: the body from that offset of a read is stored, byte for byte as the body alone would be", () => {
+    const body = enc.encode("0123456789abcdef");
+    const read = new Uint8Array(7 + body.length);
+    read.set(enc.encode("HEAD\r\n\r"), 0);
+    read.set(body, 7);
+    const alone = roundTrip([entry({ res_body: body, res_body_size: body.length })]);
+    const inRead = roundTrip([entry({ res_body: read, res_body_at: 7, res_body_size: body.length })]);
+    expect(Buffer.from(inRead.bytes!).equals(Buffer.from(alone.bytes!))).toBe(true);
+    expect(new TextDecoder().decode(inRead.decoded!.resBodies[0]!)).toBe("0123456789abcdef");
+    // the whole read, and nothing of it
+    const whole = roundTrip([entry({ res_body: read, res_body_at: 0, res_body_size: read.length }), entry({ res_body: read, res_body_at: read.length, res_body_size: 0 })]);
+    expect(Buffer.from(whole.decoded!.resBodies[0]!).equals(Buffer.from(read))).toBe(true);
+    expect(whole.decoded!.resBodies[1]!.length).toBe(0);
+  });
+
+  test("a res_body_at outside res_body refuses its entry alone", () => {
+    const { ok, decoded } = roundTrip([
+      entry({ res_body_at: 6 }),
+      entry({ res_body_at: -1 }),
+      entry({ res_body_at: 1.5 }),
+      entry({ res_body: null, res_body_at: 1 }),
+      entry({ res_body_at: 2 }),
+    ]);
+    expect(ok).toEqual([false, false, false, false, true]);
+    expect(decoded!.rows.length).toBe(1);
+    expect(new TextDecoder().decode(decoded!.resBodies[0]!)).toBe("llo");
+  });
 });
