@@ -65,7 +65,9 @@ for (const t of wanted) {
     // of the binary (with the CJS bytecode output it is the build machine's source path: oven-sh/bun#40903).
     // The script worker imports QuickJS's .wasm `with { type: "file" }` (embedded in the binary) and its sandbox
     // sources (chai, the prelude) as text (inlined).
+    // entry.ts first (the binary's own module): it loads main.ts, an entrypoint of its own, at run time
     entrypoints: [
+      join(import.meta.dir, "src/cli/entry.ts"),
       join(import.meta.dir, "src/cli/main.ts"),
       join(import.meta.dir, "src/store/capture-writer.ts"),
       join(import.meta.dir, "src/store/capture-reader.ts"),

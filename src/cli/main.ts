@@ -1,5 +1,5 @@
 #!/usr/bin/env bun
-// first: `start` restarts itself with its allocator setting before the other modules are evaluated
+// first: run directly, `start` restarts itself with its allocator setting before the other modules are evaluated
 import "./allocator.ts";
 import { VERSION } from "../version.ts";
 import { NotRunningError } from "./client.ts";
@@ -137,8 +137,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   }
 }
 
-if (import.meta.main) {
-  const argv = process.argv.slice(2);
+/** Runs the command line and exits with its code (entry.ts, or this file run directly). */
+export function runCli(argv: string[]): void {
   const flushed = (s: NodeJS.WriteStream) => new Promise<void>((r) => s.write("", () => r()));
   main(argv).then(async (code) => {
     // let piped output drain before exiting (a large --json answer can still be queued)
@@ -146,3 +146,5 @@ if (import.meta.main) {
     process.exit(code);
   });
 }
+
+if (import.meta.main) runCli(process.argv.slice(2));

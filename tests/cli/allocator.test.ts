@@ -18,21 +18,21 @@ afterEach(async () => {
 });
 
 describe.if(process.platform === "linux")("tapwire start: the allocator setting (src/cli/allocator.ts)", () => {
-  test("start restarts itself in place (same pid) with MIMALLOC_ALLOW_THP=0, and its other variables kept", async () => {
+  test("start restarts itself in place (same pid) with MIMALLOC_ARENA_PURGE_MULT=1000, and its other variables kept", async () => {
     // (not inherited from whoever runs the tests)
-    const before = process.env.MIMALLOC_ALLOW_THP;
-    delete process.env.MIMALLOC_ALLOW_THP;
+    const before = process.env.MIMALLOC_ARENA_PURGE_MULT;
+    delete process.env.MIMALLOC_ARENA_PURGE_MULT;
     let t: RunningTapwire;
     try {
       t = await startTapwire({ env: { TAPWIRE_TEST_MARK: "kept" } });
     } finally {
-      if (before !== undefined) process.env.MIMALLOC_ALLOW_THP = before;
+      if (before !== undefined) process.env.MIMALLOC_ARENA_PURGE_MULT = before;
     }
     running.push(t);
     // execve: the pid the caller spawned is the service's (signals, `tapwire stop` and kill -9 reach it)
     expect(t.handshake.pid).toBe(t.proc.pid);
     const env = environOf(t.proc.pid);
-    expect(env.MIMALLOC_ALLOW_THP).toBe("0");
+    expect(env.MIMALLOC_ARENA_PURGE_MULT).toBe("1000");
     expect(env.TAPWIRE_TEST_MARK).toBe("kept");
     // the restarted process is the same program with the same arguments
     const cmdline = readFileSync(`/proc/${t.proc.pid}/cmdline`, "latin1").split("\0").filter(Boolean);
@@ -42,10 +42,10 @@ describe.if(process.platform === "linux")("tapwire start: the allocator setting 
   });
 
   test("a value the user set is left as it is (no restart)", async () => {
-    const t = await startTapwire({ env: { MIMALLOC_ALLOW_THP: "1" } });
+    const t = await startTapwire({ env: { MIMALLOC_ARENA_PURGE_MULT: "10" } });
     running.push(t);
     expect(t.handshake.pid).toBe(t.proc.pid);
-    expect(environOf(t.proc.pid).MIMALLOC_ALLOW_THP).toBe("1");
+    expect(environOf(t.proc.pid).MIMALLOC_ARENA_PURGE_MULT).toBe("10");
     expect((await t.api("/api/v1/health")).status).toBe(200);
   });
 });

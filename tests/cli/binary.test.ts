@@ -34,7 +34,7 @@ describe("single-binary build", () => {
       if (process.platform === "linux") {
         // the binary restarts itself in place with its allocator setting (src/cli/allocator.ts), unless one is set
         expect(t.handshake.pid).toBe(t.proc.pid);
-        expect(readFileSync(`/proc/${t.proc.pid}/environ`, "latin1").split("\0")).toContain(`MIMALLOC_ALLOW_THP=${process.env.MIMALLOC_ALLOW_THP ?? "0"}`);
+        expect(readFileSync(`/proc/${t.proc.pid}/environ`, "latin1").split("\0")).toContain(`MIMALLOC_ARENA_PURGE_MULT=${process.env.MIMALLOC_ARENA_PURGE_MULT ?? "1000"}`);
       }
       const h: any = await (await fetch(`http://127.0.0.1:${t.handshake.port}/api/v1/health`)).json();
       expect(h.status).toBe("ok");
