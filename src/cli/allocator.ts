@@ -32,7 +32,7 @@ function isCompiled(): boolean {
  * The command line that runs this same program again: the runtime's own flags (--cpu-prof...), the script when it
  * is not compiled in, then the arguments.
  */
-export function selfCommand(args: string[]): string[] {
+function selfCommand(args: string[]): string[] {
   const script = isCompiled() ? [] : [process.argv[1]!];
   return [process.execPath, ...process.execArgv, ...script, ...args];
 }
@@ -41,7 +41,7 @@ export function selfCommand(args: string[]): string[] {
  * Re-executes this process with ALLOCATOR_ENV when none of its variables is set (returns only when it does not:
  * set already, Windows, or execve unavailable or refused, which is logged and otherwise harmless).
  */
-export function execWithAllocatorEnv(args: string[], log: (line: string) => void): void {
+function execWithAllocatorEnv(args: string[]): void {
   if (process.platform === "win32") return;
   if (Object.keys(ALLOCATOR_ENV).some((k) => process.env[k] !== undefined)) return;
   const execve = (process as { execve?: (file: string, args: string[], env: Record<string, string | undefined>) => never }).execve;
@@ -50,13 +50,13 @@ export function execWithAllocatorEnv(args: string[], log: (line: string) => void
   try {
     execve.call(process, cmd[0]!, cmd, { ...process.env, ...ALLOCATOR_ENV });
   } catch (e) {
-    log(`tapwire: could not restart with the allocator setting (${(e as Error).message}); running without it`);
+    process.stderr.write(`tapwire: could not restart with the allocator setting (${(e as Error).message}); running without it\n`);
   }
 }
 
 /** Restarts `tapwire start` (not its --help) with ALLOCATOR_ENV; other commands run as they are. */
 export function restartForStart(args: string[]): void {
-  if (args[0] === "start" && !args.includes("--help") && !args.includes("-h")) execWithAllocatorEnv(args, (l) => process.stderr.write(`${l}\n`));
+  if (args[0] === "start" && !args.includes("--help") && !args.includes("-h")) execWithAllocatorEnv(args);
 }
 
 // Run as `bun src/cli/main.ts start` (the tests and benches do), main.ts is the program: it restarts from here,
