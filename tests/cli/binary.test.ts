@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, startTapwire, tempDir } from "../helpers/tapwire-process.ts";
 import { parseResponses, rawExchange } from "../helpers/raw-client.ts";
@@ -28,7 +28,33 @@ describe("single-binary build", () => {
     const version = v.stdout.toString().trim();
     expect(version).toMatch(/^\d+\.\d+\.\d+/);
 
-    const t = await startTapwire({ cmd: [join(bare, name)], cwd: bare, dataDir: join(bare, "data") });
+    // remote connections: each backend's module is loaded on first use (src/features/remote-fs/backends/index.ts),
+    // which the binary must carry too. A WebDAV server on loopback answers one folder; the other protocols meet a
+    // closed port (their libraries load and report the host unreachable)
+    const dav = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: (req) =>
+        req.method === "PROPFIND"
+          ? new Response(
+              `<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"><d:response><d:href>/dav/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response><d:response><d:href>/dav/notes.txt</d:href><d:propstat><d:prop><d:resourcetype/><d:getcontentlength>5</d:getcontentlength><d:getlastmodified>Sun, 29 Nov 2026 10:00:00 GMT</d:getlastmodified></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>`,
+              { status: 207, headers: { "content-type": "application/xml; charset=utf-8" } },
+            )
+          : new Response("no", { status: 405 }),
+    });
+    const closed = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const closedPort = closed.port;
+    closed.stop(true);
+    mkdirSync(join(bare, "data"), { mode: 0o700 });
+    const conns = [
+      { id: "dav", protocol: "webdav", label: "dav", homePath: "", username: "me", auth: { password_env: "TAPWIRE_TEST_DAV" }, options: { url: `http://127.0.0.1:${dav.port}/dav/` } },
+      { id: "sftp", protocol: "sftp", host: "127.0.0.1", port: closedPort, label: "sftp", homePath: "", username: "me", auth: { password_env: "TAPWIRE_TEST_DAV" }, options: { host_fingerprint: "SHA256:uN8X1yNvP6Nj3Ot0Cq0sQJ3rP0m2cMZk0T7vEJ8f1aQ" } },
+      { id: "ftp", protocol: "ftp", host: "127.0.0.1", port: closedPort, label: "ftp", homePath: "", username: "me", auth: { password_env: "TAPWIRE_TEST_DAV" } },
+      { id: "s3", protocol: "s3", label: "s3", homePath: "", auth: { access_key_env: "TAPWIRE_TEST_DAV", secret_key_env: "TAPWIRE_TEST_DAV" }, options: { bucket: "b", endpoint: `http://127.0.0.1:${closedPort}`, force_path_style: true } },
+    ];
+    writeFileSync(join(bare, "data", "remote-connections.json"), JSON.stringify({ connections: conns }));
+
+    const t = await startTapwire({ cmd: [join(bare, name)], cwd: bare, dataDir: join(bare, "data"), env: { TAPWIRE_TEST_DAV: "secret" } });
     try {
       expect(t.handshake.version).toBe(version);
       if (process.platform === "linux") {
@@ -64,11 +90,24 @@ describe("single-binary build", () => {
       const failing = await execute(`pm.test("wrong", () => pm.expect(1).to.equal(2))`);
       expect(failing.tests).toEqual([{ name: "wrong", passed: false, error: "expected 1 to equal 2" }]);
 
+      const remoteList = async (id: string) => {
+        const r = await t.api(`/api/v1/remote-fs/connections/${id}/list`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ path: "/" }) });
+        return { status: r.status, body: (await r.json()) as { entries?: { name: string; size: number }[]; error?: { code: string; message: string } } };
+      };
+      const listed = await remoteList("dav");
+      expect(listed.status).toBe(200);
+      expect(listed.body.entries?.map((e) => [e.name, e.size])).toEqual([["notes.txt", 5]]);
+      for (const id of ["sftp", "ftp", "s3"]) {
+        const r = await remoteList(id);
+        expect({ id, code: r.body.error?.code }).toEqual({ id, code: "hostUnreachable" });
+      }
+
       // the capture store's reader worker is embedded too: list and search answer, and it never fell back
       const list = await t.api("/api/v1/traffic?search=example&limit=5");
       expect(list.status).toBe(200);
       expect(((await list.json()) as { total: number }).total).toBeGreaterThanOrEqual(0);
     } finally {
+      void dav.stop(true);
       expect(await t.stop("SIGTERM")).toBe(0);
     }
     expect(t.stderr.filter((l) => l.includes("reader worker"))).toEqual([]);

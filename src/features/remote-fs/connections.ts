@@ -4,10 +4,7 @@ import { badRequest } from "../../api/errors.ts";
 import { resolveRemotePath, type RemoteBackend } from "./backend.ts";
 import { isEncrypted, parseConnectionsFile, type ConnectionConfig } from "./config.ts";
 import { RemoteError } from "./errors.ts";
-import { FtpBackend } from "./backends/ftp.ts";
-import { S3Backend } from "./backends/s3.ts";
-import { SftpBackend } from "./backends/sftp.ts";
-import { WebdavBackend } from "./backends/webdav.ts";
+import { LazyBackend } from "./backends/index.ts";
 
 export type ConnectionState = "idle" | "connecting" | "connected" | "error";
 
@@ -23,18 +20,9 @@ export interface ConnectionView {
   last_error: { code: string; message: string } | null;
 }
 
+/** A connection's backend; its protocol's module is loaded on first use (backends/index.ts). */
 export function createBackend(c: ConnectionConfig, env: Record<string, string | undefined>): RemoteBackend {
-  switch (c.protocol) {
-    case "sftp":
-      return new SftpBackend(c, env);
-    case "ftp":
-    case "ftps":
-      return new FtpBackend(c, env);
-    case "s3":
-      return new S3Backend(c, env);
-    case "webdav":
-      return new WebdavBackend(c, env);
-  }
+  return new LazyBackend(c, env);
 }
 
 /** One configured connection: its backend, opened on first use and again after a drop. */

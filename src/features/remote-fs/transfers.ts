@@ -378,8 +378,9 @@ export class TransferQueue {
     const size = statSync(j.view.localPath).size;
     j.view.totalBytes = size;
     j.view.bytesDone = 0; // uploads restart from the beginning after a pause
-    const backend = conn.backend;
-    const target = backend.atomicWrite ? posix.join(posix.dirname(remote), `.${posix.basename(remote)}.${j.view.transferId}.part`) : remote;
+    // read once the connection is open: the backend's module is loaded by its first connect (backends/index.ts)
+    const atomicWrite = await conn.run(async (b) => b.atomicWrite);
+    const target = atomicWrite ? posix.join(posix.dirname(remote), `.${posix.basename(remote)}.${j.view.transferId}.part`) : remote;
     const source = createReadStream(j.view.localPath, { highWaterMark: 256 * 1024 });
     const counter = byteCounter(j);
     source.on("error", (e) => counter.destroy(e));
