@@ -54,9 +54,14 @@ describe("single-binary build", () => {
     ];
     writeFileSync(join(bare, "data", "remote-connections.json"), JSON.stringify({ connections: conns }));
 
-    const t = await startTapwire({ cmd: [join(bare, name)], cwd: bare, dataDir: join(bare, "data"), env: { TAPWIRE_TEST_DAV: "secret" } });
+    // protobufjs too is loaded only when a --proto folder is given (src/features/grpc/protos.ts)
+    mkdirSync(join(bare, "protos"));
+    writeFileSync(join(bare, "protos", "greeter.proto"), 'syntax = "proto3";\npackage demo.v1;\nmessage Req { string name = 1; }\nservice Greeter { rpc SayHello (Req) returns (Req); rpc Fail (Req) returns (Req); }\n');
+
+    const t = await startTapwire({ cmd: [join(bare, name)], cwd: bare, dataDir: join(bare, "data"), env: { TAPWIRE_TEST_DAV: "secret" }, args: ["--proto", join(bare, "protos")] });
     try {
       expect(t.handshake.version).toBe(version);
+      expect(t.stderr.some((l) => l.includes("gRPC: 2 method(s) from 1 .proto file(s)"))).toBe(true);
       if (process.platform === "linux") {
         // the binary restarts itself in place with its allocator setting (src/cli/allocator.ts), unless one is set
         expect(t.handshake.pid).toBe(t.proc.pid);
