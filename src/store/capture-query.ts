@@ -387,7 +387,7 @@ export class CaptureQuery {
       const params = [...c.urlParams, c.arg, c.arg, ...c.urlParams, ...c.urlParams, ...(only === null ? w.params : [JSON.stringify(only)])];
       for (const r of st.iterate(...params) as IterableIterator<CandidateRow>) {
         // base64 (binary) bodies are never searched
-        if (r.u || r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz))) ids.push(r.id);
+        if (r.u || r.rql || r.rsl || holds(r.rq, r.rqz, r.rs, r.rsz)) ids.push(r.id);
       }
     } finally {
       if (once) st.finalize();

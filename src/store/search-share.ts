@@ -184,7 +184,7 @@ function checkRange(
   stats: ChunkStats,
 ): void {
   const list = JSON.stringify(Array.from(ids.subarray(from, to)));
-  const body = (r: BodyRow) => r.rql || r.rsl || (r.rq !== null && holds(r.rq, r.rqz)) || (r.rs !== null && holds(r.rs, r.rsz));
+  const body = (r: BodyRow) => r.rql || r.rsl || holds(r.rq, r.rqz, r.rs, r.rsz);
   if (stats.joined) {
     for (const r of st.joined.iterate(...c.urlParams, c.arg, c.arg, ...c.urlParams, ...c.urlParams, list) as IterableIterator<BodyRow>) {
       const i = indexIn(ids, from, to, r.id);
