@@ -107,21 +107,21 @@ export function bodyFinder(needle: string): (a: string | Uint8Array | null, az: 
     }
     return b.indexOf(lowered) >= 0;
   };
+  /**
+   * The first pass over one body: true when it holds the needle (as typed; a text body case-folded), else its bytes
+   * for the folded pass (null: none, or a text body, already decided).
+   */
+  const typed = (value: string | Uint8Array | null, z: number | null | undefined): Buffer | true | null => {
+    if (value === null) return null;
+    if (typeof value === "string") return asciiLower(value).includes(loweredNeedle) ? true : null;
+    const buf = bytes(value, z);
+    return buf.indexOf(asTyped) >= 0 ? true : buf;
+  };
   return (a, az, b = null, bz = null) => {
-    let ab: Buffer | null = null;
-    if (typeof a === "string") {
-      if (asciiLower(a).includes(loweredNeedle)) return true;
-    } else if (a !== null) {
-      ab = bytes(a, az);
-      if (ab.indexOf(asTyped) >= 0) return true;
-    }
-    let bb: Buffer | null = null;
-    if (typeof b === "string") {
-      if (asciiLower(b).includes(loweredNeedle)) return true;
-    } else if (b !== null) {
-      bb = bytes(b, bz);
-      if (bb.indexOf(asTyped) >= 0) return true;
-    }
+    const ab = typed(a, az);
+    if (ab === true) return true;
+    const bb = typed(b, bz);
+    if (bb === true) return true;
     return (ab !== null && folded(ab, az === Z_ZSTD)) || (bb !== null && folded(bb, bz === Z_ZSTD));
   };
 }
