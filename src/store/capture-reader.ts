@@ -92,7 +92,8 @@ function handleHelper(m: HelperRequest): void {
       // spare CPU only: on Linux this lowers this thread alone, so that a search never takes a core from the
       // proxy's thread or the writer (the reader checks whatever chunks the helper has not taken)
       try {
-        setPriority(0, 10);
+        // elsewhere the nice value is the whole process's: the proxy's too
+        if (process.platform === "linux") setPriority(0, 10);
       } catch {
         // not allowed here: it runs at the normal priority
       }
