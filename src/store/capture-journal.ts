@@ -38,19 +38,27 @@ export const WAL_FILES = ["wal-0.twm", "wal-1.twm"] as const;
 /** The 40-byte header of a record (format 2) of `payloadLen` bytes. */
 export function recordHeader(payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): Buffer {
   const header = Buffer.allocUnsafe(HEADER_BYTES);
-  writeRecordHeader(header, 0, payloadLen, count, firstId, lastId, ceiling);
+  writeRecordHeader(new DataView(header.buffer, header.byteOffset, HEADER_BYTES), 0, payloadLen, count, firstId, lastId, ceiling);
   return header;
 }
 
-/** Writes the header of recordHeader() into `buf` at `at` (no allocation: the write-ahead queue's own buffer). */
-export function writeRecordHeader(buf: Buffer, at: number, payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): void {
-  buf.writeUInt32LE(MAGIC, at);
-  buf.writeUInt32LE(payloadLen, at + 4);
-  buf.writeUInt32LE(0, at + 8);
-  buf.writeUInt32LE(count, at + 12);
-  buf.writeDoubleLE(firstId, at + 16);
-  buf.writeDoubleLE(lastId, at + 24);
-  buf.writeDoubleLE(ceiling, at + 32);
+/**
+ * A record header's fields after its magic word, written through `dv` at `at`. The magic word comes first in the
+ * header; a writer whose reader may look at the bytes meanwhile writes it last (capture-store.ts's mapped files).
+ */
+export function writeRecordFields(dv: DataView, at: number, payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): void {
+  dv.setUint32(at + 4, payloadLen, true);
+  dv.setUint32(at + 8, 0, true);
+  dv.setUint32(at + 12, count, true);
+  dv.setFloat64(at + 16, firstId, true);
+  dv.setFloat64(at + 24, lastId, true);
+  dv.setFloat64(at + 32, ceiling, true);
+}
+
+/** Writes the header of recordHeader() through `dv` at `at` (no allocation: the write-ahead queue's own buffer). */
+export function writeRecordHeader(dv: DataView, at: number, payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): void {
+  dv.setUint32(at, MAGIC, true);
+  writeRecordFields(dv, at, payloadLen, count, firstId, lastId, ceiling);
 }
 
 export interface JournalRecord {

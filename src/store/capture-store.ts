@@ -33,7 +33,7 @@ import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest, WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { CaptureQuery, EXPORT_PAGE, finiteOrUndefined } from "./capture-query.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
-import { HEADER_BYTES, RECORD_MAGIC, WAL_FILES, writeRecordHeader } from "./capture-journal.ts";
+import { HEADER_BYTES, RECORD_MAGIC, WAL_FILES, writeRecordFields, writeRecordHeader } from "./capture-journal.ts";
 
 /** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
 const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
@@ -844,6 +844,13 @@ export class CaptureStore {
 
   /** The write-ahead queue: records appended in place (walLen bytes), written with one write() per flush. */
   private walBuf: Buffer = Buffer.allocUnsafe(WAL_BUF_BYTES);
+  /** A DataView of walBuf (record headers are written through it). */
+  private walView = new DataView(this.walBuf.buffer, this.walBuf.byteOffset, this.walBuf.byteLength);
+
+  private setWalBuf(b: Buffer): void {
+    this.walBuf = b;
+    this.walView = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
   private walLen = 0;
   private walMax = 0;
   private walDone: Promise<void> | null = null;
@@ -864,9 +871,9 @@ export class CaptureStore {
     if (need > this.walBuf.length) {
       const grown = Buffer.allocUnsafe(Math.max(need, this.walBuf.length * 2));
       grown.set(this.walBuf.subarray(0, this.walLen));
-      this.walBuf = grown;
+      this.setWalBuf(grown);
     }
-    writeRecordHeader(this.walBuf, this.walLen, len, 1, id, id, this.nextId - 1 + ID_RESERVE);
+    writeRecordHeader(this.walView, this.walLen, len, 1, id, id, this.nextId - 1 + ID_RESERVE);
     this.pending.copyLastEntry(this.walBuf, this.walLen + HEADER_BYTES);
     this.walLen = need;
     this.walMax = id;
@@ -892,13 +899,8 @@ export class CaptureStore {
     }
     const dv = views[w.cur];
     const pos = w.size[w.cur];
-    // the header of writeRecordHeader(), field by field through the DataView (no header buffer, no views of it)
-    dv.setUint32(pos + 4, len, true);
-    dv.setUint32(pos + 8, 0, true);
-    dv.setUint32(pos + 12, 1, true);
-    dv.setFloat64(pos + 16, id, true);
-    dv.setFloat64(pos + 24, id, true);
-    dv.setFloat64(pos + 32, this.nextId - 1 + ID_RESERVE, true);
+    // through the DataView (no header buffer, no views of it); the magic word last
+    writeRecordFields(dv, pos, len, 1, id, id, this.nextId - 1 + ID_RESERVE);
     this.pending.copyLastEntry(maps[w.cur], pos + HEADER_BYTES);
     dv.setUint32(pos + rec, 0, true);
     dv.setUint32(pos, RECORD_MAGIC, true);
@@ -953,7 +955,7 @@ export class CaptureStore {
         this.lastFlushError = new Error(`capture store: write-ahead file: ${(e as Error).message}`);
       }
     }
-    if (this.walBuf.length > WAL_BUF_KEEP_BYTES) this.walBuf = Buffer.allocUnsafe(WAL_BUF_BYTES);
+    if (this.walBuf.length > WAL_BUF_KEEP_BYTES) this.setWalBuf(Buffer.allocUnsafe(WAL_BUF_BYTES));
     resolve?.();
   }
 

@@ -194,11 +194,6 @@ export class BatchBuilder {
 
   private lastStart = 0;
 
-  /** The encoded bytes of the entry add() just accepted (a view, valid until the next add). */
-  lastEntry(): Uint8Array {
-    return this.buf.subarray(this.lastStart, this.off);
-  }
-
   /** Length of the entry add() just accepted. */
   get lastLength(): number {
     return this.off - this.lastStart;
