@@ -4,15 +4,17 @@ import { dirname, basename, join } from "node:path";
 /**
  * Write a file atomically: temp file beside the target, fsync, rename over the target, fsync the folder.
  * A reader (or a restart after kill -9) sees either the old or the new content, never a torn write.
+ * durable false skips both fsyncs (the rename alone keeps readers from a torn file): for a file that means
+ * nothing after the machine goes down, like the running process's handshake.
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): void {
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600, durable = true): void {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${Date.now()}.tmp`);
   const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
   try {
     const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
     let off = 0;
     while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-    fsyncSync(fd);
+    if (durable) fsyncSync(fd);
   } catch (e) {
     closeSync(fd);
     try { unlinkSync(tmp); } catch {}
@@ -20,7 +22,7 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
   }
   closeSync(fd);
   renameSync(tmp, path);
-  if (process.platform !== "win32") {
+  if (durable && process.platform !== "win32") {
     try {
       const dfd = openSync(dirname(path), constants.O_RDONLY);
       try { fsyncSync(dfd); } finally { closeSync(dfd); }
@@ -80,6 +82,9 @@ export class JsonState<T> {
 
   /** Replace the value and persist it atomically before returning. */
   set(value: T): void {
+    // the compact form first: with indentation Bun (1.4.5) takes seconds to give up on a cyclic value (each level
+    // indented further until the stack runs out), the compact form throws within milliseconds
+    JSON.stringify(value);
     writeFileAtomic(this.path, JSON.stringify(value, null, 2) + "\n", 0o600);
     this.value = value;
   }
