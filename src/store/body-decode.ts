@@ -4,7 +4,7 @@
  *
  * Never throws. A body that cannot be decoded is kept as it crossed the wire (decodedFrom "").
  */
-import * as zlib from "node:zlib";
+import { zlib } from "../core/zlib.ts";
 import type { BodyEncoding, HeaderList } from "./types.ts";
 
 export interface DecodedBody {
@@ -16,8 +16,6 @@ export interface DecodedBody {
 
 /** Decoded output larger than this is treated as a decoding failure (decompression bombs). */
 export const MAX_DECODED_BYTES = 64 * 1024 * 1024;
-
-const Z = zlib.constants as unknown as Record<string, number>;
 
 /** All values of a header (case-insensitive name), joined with ", " like a combined field. */
 export function headerValue(headers: HeaderList, name: string): string | undefined {
@@ -107,28 +105,28 @@ function undoOne(coding: string, input: Uint8Array, partial: boolean): Uint8Arra
   switch (coding) {
     case "gzip":
     case "x-gzip":
-      return zlib.gunzipSync(input, partial ? { ...limit, finishFlush: Z.Z_SYNC_FLUSH } : limit);
+      return zlib().gunzipSync(input, partial ? { ...limit, finishFlush: zlib().constants.Z_SYNC_FLUSH } : limit);
     case "deflate": {
-      const opts = partial ? { ...limit, finishFlush: Z.Z_SYNC_FLUSH } : limit;
+      const opts = partial ? { ...limit, finishFlush: zlib().constants.Z_SYNC_FLUSH } : limit;
       if (isZlibHeader(input)) {
         try {
-          return zlib.inflateSync(input, opts);
+          return zlib().inflateSync(input, opts);
         } catch (e) {
           // a raw stream can start with bytes that look like a zlib header
           try {
-            return zlib.inflateRawSync(input, opts);
+            return zlib().inflateRawSync(input, opts);
           } catch {
             throw e;
           }
         }
       }
-      return zlib.inflateRawSync(input, opts);
+      return zlib().inflateRawSync(input, opts);
     }
     case "br":
-      return zlib.brotliDecompressSync(input, partial ? { ...limit, finishFlush: Z.BROTLI_OPERATION_FLUSH } : limit);
+      return zlib().brotliDecompressSync(input, partial ? { ...limit, finishFlush: zlib().constants.BROTLI_OPERATION_FLUSH } : limit);
     case "zstd": {
       if (!partial && !zstdFramesComplete(input)) throw new Error("incomplete zstd frame");
-      const z = zlib as unknown as { zstdDecompressSync?: (b: Uint8Array, o?: object) => Uint8Array };
+      const z = zlib() as unknown as { zstdDecompressSync?: (b: Uint8Array, o?: object) => Uint8Array };
       if (typeof z.zstdDecompressSync !== "function") throw new Error("zstd not supported by this runtime");
       return z.zstdDecompressSync(input, limit);
     }

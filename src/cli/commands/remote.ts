@@ -1,6 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { createInterface } from "node:readline/promises";
 import { checkConnection, parseConnectionsFile, PROTOCOLS, type ConnectionConfig } from "../../features/remote-fs/config.ts";
 import { resolveDataDir } from "../../service/datadir.ts";
 import { writeFileAtomic } from "../../store/json-state.ts";
@@ -445,7 +444,8 @@ async function addEntry(values: Values, io: Io, ask: ((q: string) => Promise<str
 async function add(argv: string[], io: Io): Promise<number> {
   const { values } = parse(argv, ADD_OPTIONS, ADD_USAGE);
   const interactive = io.isTTY && process.stdin.isTTY === true;
-  const rl = interactive ? createInterface({ input: process.stdin, output: process.stderr }) : null;
+  // node:readline only for a prompt (loaded here: its module costs start-up of every command)
+  const rl = interactive ? (await import("node:readline/promises")).createInterface({ input: process.stdin, output: process.stderr }) : null;
   let entry: Record<string, unknown>;
   try {
     entry = await addEntry(values, io, rl ? (q) => rl.question(q) : null);

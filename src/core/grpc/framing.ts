@@ -5,7 +5,7 @@
  * `application/grpc-web-text` is the same stream in base64 (possibly several padded base64 chunks one after
  * another, as servers flush them).
  */
-import { gunzipSync, inflateSync } from "node:zlib";
+import { zlib } from "../zlib.ts";
 
 export type GrpcProtocol = "grpc" | "grpc-web" | "grpc-web-text";
 
@@ -84,8 +84,8 @@ export function decompressMessage(data: Uint8Array, encoding: string | null): Ui
   const enc = (encoding ?? "identity").trim().toLowerCase();
   const opts = { maxOutputLength: MAX_INFLATED_MESSAGE };
   try {
-    if (enc === "gzip") return new Uint8Array(gunzipSync(data, opts));
-    if (enc === "deflate") return new Uint8Array(inflateSync(data, opts));
+    if (enc === "gzip") return new Uint8Array(zlib().gunzipSync(data, opts));
+    if (enc === "deflate") return new Uint8Array(zlib().inflateSync(data, opts));
   } catch (e) {
     const code = (e as { code?: string }).code;
     if (code === "ERR_BUFFER_TOO_LARGE") throw new Error(`the message inflates to more than ${MAX_INFLATED_MESSAGE} bytes`);

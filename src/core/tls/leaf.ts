@@ -7,7 +7,6 @@
  */
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { isIPv4, isIPv6 } from "node:net";
-import { domainToASCII } from "node:url";
 import type { CA } from "./ca.ts";
 import { implicitPrim, namedBits, oid, seq } from "./der.ts";
 import {
@@ -56,7 +55,8 @@ export function normalizeCertHost(host: string): CertHost {
   let name = h.toLowerCase();
   if (name.endsWith(".")) name = name.slice(0, -1);
   if (/[^\x00-\x7f]/.test(name)) {
-    const ascii = domainToASCII(name);
+    // node:url only here, for the rare non-ASCII name (its module costs ~3 ms of start-up)
+    const ascii = (require("node:url") as typeof import("node:url")).domainToASCII(name);
     if (!ascii) throw new Error(`invalid host name for certificate: ${JSON.stringify(host)}`);
     name = ascii;
   }
