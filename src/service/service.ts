@@ -78,7 +78,7 @@ export class TapwireService {
       this.startedAt = Date.now();
       const db = prepareCaptureDb(dataDir);
       if (db.moved.length) this.log(`tapwire: moved ${db.moved.join(", ")} from ${dataDir} to ${dirname(db.path)}`);
-      this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries, maxStoreBytes: this.config.maxStoreBytes });
+      this.store = await CaptureStore.open(db.path, { maxEntries: this.config.maxEntries, maxStoreBytes: this.config.maxStoreBytes, deferReader: true });
       if (this.store.recoveredFrom) {
         const sv = this.store.salvage;
         const counts = sv ? `; ${sv.saved} entries were read back from it, ${sv.lost} could not be read and were left behind` : "";
@@ -98,6 +98,8 @@ export class TapwireService {
         started_at: this.startedAt,
         proxy_port: this.proxyPort,
       });
+      // the store's query Worker boots now that start-up is done (queries run on this thread until it is ready)
+      this.store.startReaderWorker();
     } catch (e) {
       await this.teardown();
       throw e;

@@ -34,6 +34,8 @@ export const SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^(\d{16})\.twj$/;
 /** The main thread's write-ahead files (see capture-store.ts), in this folder. */
 export const WAL_FILES = ["wal-0.twm", "wal-1.twm"] as const;
+/** The names the main thread prepares its next files under while the writer imports the previous ones (capture-store.ts prepareWal). */
+export const WAL_NEXT = ["wal-0.twm.next", "wal-1.twm.next"] as const;
 
 /** The 40-byte header of a record (format 2) of `payloadLen` bytes. */
 export function recordHeader(payloadLen: number, count: number, firstId: number, lastId: number, ceiling: number): Buffer {

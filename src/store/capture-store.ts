@@ -26,14 +26,14 @@
  * - ":memory:" (or "") is a private temporary file, removed by close().
  */
 import { Database } from "bun:sqlite";
-import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tuneConnection } from "./capture-db.ts";
 import type { ReaderReply, ReaderRequest, WriterReply, WriterRequest, WriterStatus } from "./capture-protocol.ts";
 import { CaptureQuery, EXPORT_PAGE, finiteOrUndefined } from "./capture-query.ts";
 import { BatchBuilder, RING_BYTES } from "./entry-codec.ts";
-import { HEADER_BYTES, RECORD_MAGIC, WAL_FILES, writeRecordFields, writeRecordHeader } from "./capture-journal.ts";
+import { HEADER_BYTES, RECORD_MAGIC, WAL_FILES, WAL_NEXT, writeRecordFields, writeRecordHeader } from "./capture-journal.ts";
 
 /** The write-ahead file in use is switched for the other once it holds this much and the other is all journaled. */
 const WAL_ROTATE_BYTES = 8 * 1024 * 1024;
@@ -94,6 +94,12 @@ export interface CaptureStoreOptions {
    * and counted (droppedCount). Default MAX_UNACKED_ENTRIES (50,000); tests use small ones.
    */
   maxUnackedEntries?: number;
+  /**
+   * Do not boot the reader Worker at open: startReaderWorker() does, later (queries run on this thread until it
+   * is ready). The service starts it once it has started, so that the Worker's boot does not take a core from the
+   * writer's and its own start-up. Default false.
+   */
+  deferReader?: boolean;
 }
 
 export const DEFAULT_MAX_STORE_BYTES = 2 * 1024 ** 3;
@@ -244,9 +250,13 @@ export class CaptureStore {
   static async open(dbPath: string, opts: CaptureStoreOptions = {}): Promise<CaptureStore> {
     const s = new CaptureStore(dbPath, opts);
     // the reader Worker boots while the writer opens the database (it opens its connections after)
-    const readerBoot = s.bootReader();
+    const readerBoot = opts.deferReader ? null : s.bootReader();
+    let wal: Wal | null = null;
     try {
-      const opened = await s.startWriter();
+      const writing = s.startWriter();
+      // this thread's write-ahead files are prepared while the writer Worker boots and opens the database
+      wal = s.prepareWal();
+      const opened = await writing;
       s.nextId = opened.nextId;
       s.lastQueued = opened.nextId - 1;
       // entries found in the writer's journal become readable once it has written them
@@ -260,18 +270,13 @@ export class CaptureStore {
       const reader = new Database(s.path, { readonly: true, strict: true });
       tuneConnection(reader, "reader");
       s.reader = reader;
-      // not waited for: start-up does not wait for a second worker; queries run here until it is ready
-      s.readerStarting = s.startReader(readerBoot);
-      s.openWal();
-      // only once this thread and the reader Worker have their connections may the writer's background probe move a
-      // damaged file aside (a connection opened while the path is missing fails)
-      void s.readerStarting.finally(() => {
-        if (!s.closed) s.worker?.postMessage({ t: "probe" } satisfies WriterRequest);
-      });
+      s.installWal(wal);
+      if (!opts.deferReader) s.beginReader(readerBoot);
     } catch (e) {
       s.closed = true;
       s.worker?.terminate();
       readerBoot?.terminate();
+      if (wal !== null && s.wal === null) s.discardWal(wal);
       if (s.tempDir) rmSync(s.tempDir, { recursive: true, force: true });
       throw e;
     }
@@ -329,10 +334,24 @@ export class CaptureStore {
     });
   }
 
-  /**
-   * Starts the reader Worker and waits until its connections are open. If it cannot start, queries run on this
-   * thread (the same code): slower for the proxy, never wrong.
-   */
+  /** Starts the reader Worker of a store opened with deferReader (once; nothing otherwise). */
+  startReaderWorker(): void {
+    if (!this.readerBegun && !this.closed) this.beginReader(this.bootReader());
+  }
+
+  private readerBegun = false;
+
+  private beginReader(booted: Worker | null): void {
+    this.readerBegun = true;
+    // not waited for: start-up does not wait for a second worker; queries run here until it is ready
+    this.readerStarting = this.startReader(booted);
+    // only once this thread and the reader Worker have their connections may the writer's background probe move a
+    // damaged file aside (a connection opened while the path is missing fails)
+    void this.readerStarting.finally(() => {
+      if (!this.closed) this.worker?.postMessage({ t: "probe" } satisfies WriterRequest);
+    });
+  }
+
   private bootReader(): Worker | null {
     try {
       return new Worker(READER_URL);
@@ -342,6 +361,10 @@ export class CaptureStore {
     }
   }
 
+  /**
+   * Starts the reader Worker and waits until its connections are open. If it cannot start, queries run on this
+   * thread (the same code): slower for the proxy, never wrong.
+   */
   private startReader(booted: Worker | null = this.bootReader()): Promise<void> {
     const w = booted;
     if (!w) return Promise.resolve();
@@ -817,18 +840,24 @@ export class CaptureStore {
 
   // --- the main thread's write-ahead files ---------------------------------------------------------------------
 
-  /** Fresh write-ahead files (the writer's first open took in what the last run left). Not for a temporary store. */
-  private openWal(): void {
-    if (this.tempDir !== null) return;
+  /**
+   * Creates this thread's two fresh write-ahead files under their prepared names (WAL_NEXT), filled with zeros to
+   * WAL_MAP_BYTES and mapped. The writer, meanwhile, reads the files of the previous run (WAL_FILES) into its
+   * journal and removes them; installWal renames these into their place once it has. A crash before that leaves
+   * only zeros under the prepared names, which the next start overwrites. Null with a temporary store, or when the
+   * files cannot be made (logged: entries then rely on the writer's journal alone).
+   */
+  private prepareWal(): Wal | null {
+    if (this.tempDir !== null) return null;
     const dir = `${this.path}.journal`;
     try {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const fds = WAL_FILES.map((n) => openSync(join(dir, n), "w+", 0o600)) as [number, number];
+      const fds = WAL_NEXT.map((n) => openSync(join(dir, n), "w+", 0o600)) as [number, number];
       let maps: [Uint8Array, Uint8Array] | null = null;
       try {
         const zeros = new Uint8Array(1024 * 1024);
         for (const fd of fds) for (let at = 0; at < WAL_MAP_BYTES; at += zeros.length) writeSync(fd, zeros, 0, zeros.length, at);
-        maps = WAL_FILES.map((n) => Bun.mmap(join(dir, n), { shared: true })) as [Uint8Array, Uint8Array];
+        maps = WAL_NEXT.map((n) => Bun.mmap(join(dir, n), { shared: true })) as [Uint8Array, Uint8Array];
         if (maps[0].length < WAL_MAP_BYTES || maps[1].length < WAL_MAP_BYTES) throw new Error("short mapping");
       } catch (e) {
         maps = null;
@@ -836,10 +865,31 @@ export class CaptureStore {
         console.error(`capture store: write-ahead files not mapped (${(e as Error).message}); each flush is a write()`);
       }
       const views = maps === null ? null : (maps.map((m) => new DataView(m.buffer, m.byteOffset, m.byteLength)) as [DataView, DataView]);
-      this.wal = { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0, maps, views };
+      return { fds, size: [0, 0], maxId: [0, 0], cur: 0, journaled: 0, maps, views };
     } catch (e) {
       console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
+      return null;
     }
+  }
+
+  /** Puts the prepared write-ahead files in place (the writer has taken the previous run's) and starts using them. */
+  private installWal(wal: Wal | null): void {
+    if (wal === null) return;
+    const dir = `${this.path}.journal`;
+    try {
+      for (let i = 0; i < WAL_FILES.length; i++) renameSync(join(dir, WAL_NEXT[i]!), join(dir, WAL_FILES[i]!));
+      this.wal = wal;
+    } catch (e) {
+      this.discardWal(wal);
+      console.error(`capture store: no write-ahead file (${(e as Error).message}); entries rely on the writer's journal alone`);
+    }
+  }
+
+  /** Closes prepared write-ahead files that were not put in place, and removes them. */
+  private discardWal(wal: Wal): void {
+    this.wal = wal;
+    this.closeWal(false);
+    for (const n of WAL_NEXT) rmSync(join(`${this.path}.journal`, n), { force: true });
   }
 
   /** The write-ahead queue: records appended in place (walLen bytes), written with one write() per flush. */

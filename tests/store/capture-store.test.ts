@@ -358,6 +358,21 @@ await s.durable();`,
     expect(s.add(entry())).toBeGreaterThan(8);
   });
 
+  test("kill -9 in two runs in a row: the second run's write-ahead files (prepared while the writer took in the first's) keep its entries too", async () => {
+    const path = join(tempDir(), "crash3.db");
+    await crashingChild(path, `for (let i = 0; i < 3; i++) s.add(e);\nawait s.durable();`);
+    await crashingChild(path, `for (let i = 0; i < 3; i++) s.add({ ...e, url: "https://crash.example/second" });\nawait s.durable();`);
+    const s = await mkStore(path);
+    await s.flush();
+    // (the second run's ids start past the block the crashed first run had reserved)
+    expect(s.count()).toBe(6);
+    expect((await ids(s, {})).slice(3)).toEqual([3, 2, 1]);
+    expect((await s.list({ search: "crash.example/second" })).total).toBe(3);
+    // the prepared files were put in place: none is left under its prepared name
+    expect(readdirSync(`${path}.journal`).filter((n) => n.endsWith(".next"))).toEqual([]);
+    expect(readdirSync(`${path}.journal`)).toContain("wal-0.twm");
+  });
+
   test("kill -9 after clear: what was cleared stays cleared, later entries survive, ids are not reused", async () => {
     const path = join(tempDir(), "crash2.db");
     await crashingChild(path, `for (let i = 0; i < 4; i++) s.add(e);\nawait s.clear();\nfor (let i = 0; i < 4; i++) s.add(e);\ns.durable(true);`);

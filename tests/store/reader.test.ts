@@ -74,3 +74,20 @@ test("list and search answer the same in the reader worker and on the main threa
   expect(inWorker[9]!.total).toBe(0); // LIKE folds ASCII letters only: "école" does not find "ÉCOLE"
   expect(inWorker[10]!.total).toBe(750);
 });
+
+test("deferReader: no reader worker until startReaderWorker(); queries answer on the main thread meanwhile, the same after", async () => {
+  const s = await CaptureStore.open(join(tmp(), "capture.db"), { deferReader: true });
+  stores.push(s);
+  for (let i = 1; i <= 300; i++) s.add(entry(i));
+  await s.flush();
+  await s.whenReaderReady(); // nothing to wait for: none was started
+  expect(s.readsOffThread).toBe(false);
+  const here = [];
+  for (const q of QUERIES) here.push(await s.list(q));
+  s.startReaderWorker();
+  s.startReaderWorker(); // once
+  await s.whenReaderReady();
+  expect(s.readsOffThread).toBe(true);
+  for (let i = 0; i < QUERIES.length; i++) expect({ q: QUERIES[i], r: await s.list(QUERIES[i]) }).toEqual({ q: QUERIES[i], r: here[i] });
+  expect(here[5]!.total).toBeGreaterThan(30);
+});
