@@ -11,7 +11,6 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { rootCertificates } from "node:tls";
 import { CA_CERT_FILE } from "../core/tls/ca.ts";
 import { writeFileAtomic } from "../store/json-state.ts";
 
@@ -37,6 +36,8 @@ function writeIfChanged(path: string, content: string, mode: number): void {
 
 /** The bundle's text: every system root, then tapwire's CA (PEM blocks, one blank-line-free run). */
 export function caBundleText(caPem: string): string {
+  // node:tls loaded here (with node:net, ~10 ms): the commands that import this module mostly do not write the bundle
+  const { rootCertificates } = require("node:tls") as typeof import("node:tls");
   const blocks = [...rootCertificates.map((c) => c.trim()), caPem.trim()];
   return blocks.join("\n") + "\n";
 }

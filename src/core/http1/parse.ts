@@ -1,7 +1,7 @@
 // Sans-io HTTP/1.x head parsing, request-target parsing and body framing (RFC 9110 / RFC 9112).
 // Everything here is a pure function over bytes; nothing touches sockets.
 
-import { isIPv6 } from "node:net";
+import { isIPv6 } from "../ip.ts";
 import { CR, FIELD, LF, METHOD, SP, TARGET, TOKEN, indexOfLF, latin1Decode } from "./chars.ts";
 import { F_CONTENT_LENGTH, F_HOST_AGAIN, F_REPAIRED, F_TRANSFER_ENCODING, parseFieldLines } from "./fields.ts";
 import {

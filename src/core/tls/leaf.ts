@@ -6,7 +6,7 @@
  * a millisecond with an EC CA). Leaves are kept in an LRU cache.
  */
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
-import { isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6, parseIPv6 } from "../ip.ts";
 import type { CA } from "./ca.ts";
 import { implicitPrim, namedBits, oid, seq } from "./der.ts";
 import {
@@ -74,35 +74,6 @@ function isValidDnsName(name: string): boolean {
     if (!/^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/.test(l)) return false;
   }
   return true;
-}
-
-/** 16 bytes from a textual IPv6 address (already validated by net.isIPv6). */
-function parseIPv6(s: string): Uint8Array | undefined {
-  const out = new Uint8Array(16);
-  let text = s;
-  const lastColon = text.lastIndexOf(":");
-  const tail = text.slice(lastColon + 1);
-  let v4: number[] | undefined;
-  if (tail.includes(".")) {
-    if (!isIPv4(tail)) return undefined;
-    v4 = tail.split(".").map(Number);
-    text = text.slice(0, lastColon + 1) + "0:0";
-  }
-  const halves = text.split("::");
-  if (halves.length > 2) return undefined;
-  const groups = (part: string) => (part === "" ? [] : part.split(":"));
-  const head = groups(halves[0]);
-  const rest = halves.length === 2 ? groups(halves[1]) : [];
-  if (halves.length === 1 ? head.length !== 8 : head.length + rest.length > 7) return undefined;
-  const all = [...head, ...new Array<string>(8 - head.length - rest.length).fill("0"), ...rest];
-  for (let i = 0; i < 8; i++) {
-    if (!/^[0-9a-fA-F]{1,4}$/.test(all[i])) return undefined;
-    const v = parseInt(all[i], 16);
-    out[i * 2] = v >> 8;
-    out[i * 2 + 1] = v & 0xff;
-  }
-  if (v4) out.set(v4, 12);
-  return out;
 }
 
 /** RFC 5952 text form: lower-case hex, longest run (>= 2) of zero groups compressed. */

@@ -1,4 +1,4 @@
-import { isIPv6 } from "node:net";
+import { isIPv6 } from "../../core/ip.ts";
 import { JsonState } from "../../store/json-state.ts";
 
 /** A persisted list of strings (ignored hosts, ignored clients, intercept hosts), kept in insertion order. */
