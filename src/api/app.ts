@@ -1,5 +1,4 @@
 import { Elysia } from "elysia";
-import { toOpenAPISchema } from "@elysiajs/openapi";
 import { ApiError, BodyNotJson, describeValidationError, errorBody } from "./errors.ts";
 import { guardRequest, type GuardOptions } from "./guard.ts";
 import { docsPage } from "./docs-page.ts";
@@ -80,7 +79,7 @@ export function buildApi(opts: ApiOptions) {
         }
       }
     })
-    .get("/api/v1/openapi.json", () => (spec ??= openApiDocument(built as RoutePlugin, opts.version)), { detail: { hide: true } })
+    .get("/api/v1/openapi.json", async () => (spec ??= await openApiDocument(built as RoutePlugin, opts.version)), { detail: { hide: true } })
     .get(
       "/api/v1/docs",
       () => new Response(docsPage(TITLE, opts.version), { headers: { "content-type": "text/html; charset=utf-8" } }),
@@ -102,7 +101,10 @@ interface RouteView {
  * a body parsed by a function (it lists no media type at all), so routes are shown to it with the "json" parser,
  * which is what parseJsonBody does.
  */
-function openApiDocument(api: RoutePlugin, version: string): object {
+async function openApiDocument(api: RoutePlugin, version: string): Promise<object> {
+  // the generator is loaded when the document is first asked for: with import() it is a chunk of its own in the
+  // binary (build.ts), out of the code every start loads
+  const { toOpenAPISchema } = await import("@elysiajs/openapi");
   const app = api as unknown as { getGlobalRoutes(): RouteView[]; getGlobalDefinitions?(): unknown };
   const view = {
     getGlobalDefinitions: () => app.getGlobalDefinitions?.(),

@@ -10,10 +10,12 @@ import type * as Protobuf from "protobufjs";
 
 /**
  * protobufjs, loaded when the first --proto folder is: imported at the top it was evaluated by every start-up
- * (about 15 ms of the compiled binary's), also by the many that load no .proto file.
+ * (about 15 ms of the compiled binary's), also by the many that load no .proto file. import(), not require(): the
+ * bundler then puts it in a chunk of its own (build.ts), out of the code every start loads.
  */
-function protobufjs(): typeof Protobuf {
-  return require("protobufjs") as typeof Protobuf;
+async function protobufjs(): Promise<typeof Protobuf> {
+  const m = (await import("protobufjs")) as typeof Protobuf & { default?: typeof Protobuf };
+  return m.default ?? m;
 }
 
 export interface GrpcMethod {
@@ -47,10 +49,13 @@ export class ProtoRegistry {
   /** The folders loaded and how many files each gave, for /health and logs. */
   readonly sources: { dir: string; files: number }[] = [];
 
-  /** Loads every .proto file under the folders; throws ProtoLoadError naming the file for anything unreadable. */
-  static load(dirs: readonly string[]): ProtoRegistry {
-    const reg = new ProtoRegistry();
-    if (dirs.length === 0) return reg;
+  /**
+   * Loads every .proto file under the folders into this (empty) registry; rejects with ProtoLoadError naming the
+   * file for anything unreadable.
+   */
+  async load(dirs: readonly string[]): Promise<void> {
+    const reg = this;
+    if (dirs.length === 0) return;
     const roots = dirs.map((d) => resolve(d));
     const files: string[] = [];
     for (const dir of roots) {
@@ -64,7 +69,7 @@ export class ProtoRegistry {
       reg.sources.push({ dir, files: found.length });
       files.push(...found);
     }
-    const protobuf = protobufjs();
+    const protobuf = await protobufjs();
     const root = new protobuf.Root();
     // imports are relative to one of the --proto folders (as protoc's -I)
     root.resolvePath = (origin, target) => {
@@ -112,7 +117,6 @@ export class ProtoRegistry {
       }
     };
     visit(root);
-    return reg;
   }
 
   get size(): number {
