@@ -102,33 +102,34 @@ export function zstdFramesComplete(b: Uint8Array): boolean {
 /** Undoes one coding. partial: best-effort for a cut-off input. Throws on failure. */
 function undoOne(coding: string, input: Uint8Array, partial: boolean): Uint8Array {
   const limit = { maxOutputLength: MAX_DECODED_BYTES };
+  const z = zlib();
   switch (coding) {
     case "gzip":
     case "x-gzip":
-      return zlib().gunzipSync(input, partial ? { ...limit, finishFlush: zlib().constants.Z_SYNC_FLUSH } : limit);
+      return z.gunzipSync(input, partial ? { ...limit, finishFlush: z.constants.Z_SYNC_FLUSH } : limit);
     case "deflate": {
-      const opts = partial ? { ...limit, finishFlush: zlib().constants.Z_SYNC_FLUSH } : limit;
+      const opts = partial ? { ...limit, finishFlush: z.constants.Z_SYNC_FLUSH } : limit;
       if (isZlibHeader(input)) {
         try {
-          return zlib().inflateSync(input, opts);
+          return z.inflateSync(input, opts);
         } catch (e) {
           // a raw stream can start with bytes that look like a zlib header
           try {
-            return zlib().inflateRawSync(input, opts);
+            return z.inflateRawSync(input, opts);
           } catch {
             throw e;
           }
         }
       }
-      return zlib().inflateRawSync(input, opts);
+      return z.inflateRawSync(input, opts);
     }
     case "br":
-      return zlib().brotliDecompressSync(input, partial ? { ...limit, finishFlush: zlib().constants.BROTLI_OPERATION_FLUSH } : limit);
+      return z.brotliDecompressSync(input, partial ? { ...limit, finishFlush: z.constants.BROTLI_OPERATION_FLUSH } : limit);
     case "zstd": {
       if (!partial && !zstdFramesComplete(input)) throw new Error("incomplete zstd frame");
-      const z = zlib() as unknown as { zstdDecompressSync?: (b: Uint8Array, o?: object) => Uint8Array };
-      if (typeof z.zstdDecompressSync !== "function") throw new Error("zstd not supported by this runtime");
-      return z.zstdDecompressSync(input, limit);
+      const zs = z as unknown as { zstdDecompressSync?: (b: Uint8Array, o?: object) => Uint8Array };
+      if (typeof zs.zstdDecompressSync !== "function") throw new Error("zstd not supported by this runtime");
+      return zs.zstdDecompressSync(input, limit);
     }
     default:
       throw new Error(`unsupported content-encoding ${coding}`);

@@ -84,8 +84,8 @@ export function unpackForApi(value: string | Uint8Array | null, z: number | null
  */
 export function bodyFinder(needle: string): (a: string | Uint8Array | null, az: number | null | undefined, b?: string | Uint8Array | null, bz?: number | null | undefined) => boolean {
   const asTyped = Buffer.from(needle, "utf8");
-  const lowered = Buffer.from(asciiLower(needle), "utf8");
   const loweredNeedle = asciiLower(needle);
+  const lowered = Buffer.from(loweredNeedle, "utf8");
   const hasLetters = /[a-zA-Z]/.test(needle);
   const asciiNeedle = /^[\x00-\x7f]*$/.test(needle);
   const loweredText = needle.toLowerCase();

@@ -54,7 +54,6 @@ export class ProtoRegistry {
    * file for anything unreadable.
    */
   async load(dirs: readonly string[]): Promise<void> {
-    const reg = this;
     if (dirs.length === 0) return;
     const roots = dirs.map((d) => resolve(d));
     const files: string[] = [];
@@ -66,7 +65,7 @@ export class ProtoRegistry {
       } catch (e) {
         throw new ProtoLoadError(`--proto ${dir}: ${(e as Error).message}`);
       }
-      reg.sources.push({ dir, files: found.length });
+      this.sources.push({ dir, files: found.length });
       files.push(...found);
     }
     const protobuf = await protobufjs();
@@ -102,7 +101,7 @@ export class ProtoRegistry {
           const service = obj.fullName.replace(/^\./, "");
           for (const m of obj.methodsArray) {
             const path = `/${service}/${m.name}`;
-            reg.methods.set(path, {
+            this.methods.set(path, {
               path,
               service,
               method: m.name,
