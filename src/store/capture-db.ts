@@ -520,6 +520,9 @@ export class CaptureWriter {
   }
 
   private init(db: Database): void {
+    // first: a connection that is closing elsewhere (the last one checkpoints with the file locked) must be waited
+    // for, not answered with SQLITE_BUSY; the page_count and journal_mode statements below take locks too
+    db.run("PRAGMA busy_timeout = 5000");
     // a new file gets 16 KiB pages (SQLite's default is 4 KiB): rows of a few KB pack with less waste, and the
     // b-trees are shallower; an existing file keeps its page size (changing it would rewrite the whole file)
     if ((db.query("PRAGMA page_count").get() as { page_count: number }).page_count === 0) db.run(`PRAGMA page_size = ${NEW_PAGE_SIZE}`);

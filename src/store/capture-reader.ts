@@ -68,13 +68,39 @@ const postToHelper: HelperPost = (m) => {
   return true;
 };
 
-function stopHelper(): void {
-  helper?.terminate();
+/**
+ * Ends the helper once it has closed its connection (or after HELPER_CLOSE_MS). Terminated with its connection
+ * open, the helper's thread closed it whenever its teardown ran: as the database's last connection that close
+ * checkpoints with the file locked, and a writer opening the file meanwhile (the next start) met SQLITE_BUSY.
+ */
+function stopHelper(): Promise<void> {
+  const w = helper;
   helper = null;
+  if (!w) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      w.removeEventListener("message", onMessage);
+      w.removeEventListener("close", done);
+      w.terminate();
+      resolve();
+    };
+    const onMessage = (ev: MessageEvent<{ t?: string }>) => {
+      if (ev.data?.t === "helper-closed") done();
+    };
+    const timer = setTimeout(done, HELPER_CLOSE_MS);
+    w.addEventListener("message", onMessage);
+    w.addEventListener("close", done);
+    w.ref();
+    w.postMessage({ t: "helper-close" } satisfies HelperRequest);
+  });
 }
 
+/** How long stopHelper waits for the helper to close its connection (it may be checking a chunk of a search). */
+const HELPER_CLOSE_MS = 5000;
+
 /** The helper's messages (role "helper"): its connection, then jobs. */
-type HelperRequest = { t: "helper"; path: string } | { t: "helper-reopen" } | VerifyMessage;
+type HelperRequest = { t: "helper"; path: string } | { t: "helper-reopen" } | { t: "helper-close" } | VerifyMessage;
 
 function helperConnect(): void {
   const d = new Database(path, { readonly: true, strict: true });
@@ -102,6 +128,12 @@ function handleHelper(m: HelperRequest): void {
       db?.close();
       db = null;
       helperConnect();
+    } else if (m.t === "helper-close") {
+      db?.close();
+      db = null;
+      self.onmessage = null;
+      // (to the reader that started this helper: not a ReaderReply)
+      self.postMessage({ t: "helper-closed" });
     } else if (db) {
       helpVerify(db, m);
     }
@@ -172,12 +204,16 @@ function handle(m: ReaderRequest): void {
       case "details-ids":
         value = query.detailsByIds(exportDb, m.ids);
         break;
-      case "close":
-        stopHelper();
-        disconnect();
-        send({ t: "reply", seq: m.seq });
+      case "close": {
         self.onmessage = null;
+        const seq = m.seq;
+        // the helper's connection closes first, then these (the writer's, closing last, checkpoints)
+        void stopHelper().then(() => {
+          disconnect();
+          send({ t: "reply", seq });
+        });
         return;
+      }
     }
     send({ t: "reply", seq: m.seq, value });
     // the helper starts once the first page is answered (not before: start-up), so that it is ready for the first
@@ -190,6 +226,6 @@ function handle(m: ReaderRequest): void {
 
 self.onmessage = (ev: MessageEvent<ReaderRequest | HelperRequest>) => {
   const m = ev.data;
-  if (m.t === "helper" || m.t === "helper-reopen" || m.t === "verify") handleHelper(m);
+  if (m.t === "helper" || m.t === "helper-reopen" || m.t === "helper-close" || m.t === "verify") handleHelper(m);
   else handle(m);
 };

@@ -1,6 +1,7 @@
 // Issue 20: queries that can take long (list, search, export pages) run in the reader Worker, off the proxy's
 // thread; with that worker gone they run on the main thread with the same code and the same answers.
 import { afterAll, expect, test } from "bun:test";
+import { existsSync, readdirSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { CaptureStore } from "../../src/store/capture-store.ts";
 import type { ListQuery, NewEntry } from "../../src/store/types.ts";
@@ -90,4 +91,39 @@ test("deferReader: no reader worker until startReaderWorker(); queries answer on
   expect(s.readsOffThread).toBe(true);
   for (let i = 0; i < QUERIES.length; i++) expect({ q: QUERIES[i], r: await s.list(QUERIES[i]) }).toEqual({ q: QUERIES[i], r: here[i] });
   expect(here[5]!.total).toBeGreaterThan(30);
+});
+
+/** This process's open descriptors on the file at `path` (its -wal and -shm counted apart). */
+function fdsOn(path: string): number {
+  let n = 0;
+  for (const fd of readdirSync("/proc/self/fd")) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) === path) n++;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return n;
+}
+
+test.if(process.platform === "linux")("close() waits for the search helper to close its connection: no descriptor is left and the writer, closing last, removes the WAL", async () => {
+  const path = join(tmp(), "capture.db");
+  const s = await CaptureStore.open(path);
+  for (let i = 1; i <= 50; i++) s.add(entry(i));
+  await s.flush();
+  await s.whenReaderReady();
+  const before = fdsOn(path);
+  // the first page answered starts the helper (a second reader Worker with a connection of its own)
+  await s.list({});
+  const deadline = Date.now() + 30_000;
+  while (fdsOn(path) <= before && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  expect(fdsOn(path)).toBeGreaterThan(before);
+  await s.close();
+  // a helper terminated with its connection open kept the file (and the WAL, not the last connection's) open;
+  // a writer opening the file while that connection closed met SQLITE_BUSY
+  expect(fdsOn(path)).toBe(0);
+  expect(existsSync(path + "-wal")).toBe(false);
+  const again = await CaptureStore.open(path);
+  expect(again.count()).toBe(50);
+  await again.close();
 });
