@@ -421,7 +421,8 @@ export class CaptureStore {
       return;
     }
     console.error("capture store: the reader worker stopped unexpectedly; restarting it");
-    void this.startReader();
+    // (close() waits for this one's open too, then ends it: a reader left opening would keep its connections)
+    this.readerStarting = this.startReader();
   }
 
   /** Ends the reader Worker after the queries it was given (its connections closed first). */

@@ -127,3 +127,24 @@ test.if(process.platform === "linux")("close() waits for the search helper to cl
   expect(again.count()).toBe(50);
   await again.close();
 });
+
+test.if(process.platform === "linux")("a reader Worker that dies is restarted; whenReaderReady and close() wait for the new one (no connection left behind)", async () => {
+  const path = join(tmp(), "capture.db");
+  const s = await CaptureStore.open(path);
+  for (let i = 1; i <= 20; i++) s.add(entry(i));
+  await s.flush();
+  await s.whenReaderReady();
+  expect(s.readsOffThread).toBe(true);
+  // a crash of the reader's thread (as the store sees it: the Worker ends without being asked to)
+  (s as unknown as { readerWorker: Worker }).readerWorker.terminate();
+  const deadline = Date.now() + 30_000;
+  while (s.readsOffThread && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  expect(s.readsOffThread).toBe(false);
+  // queries answer on this thread meanwhile, then in the new Worker
+  expect((await s.list({ limit: 0 })).total).toBe(20);
+  await s.whenReaderReady();
+  expect(s.readsOffThread).toBe(true);
+  expect((await s.list({ limit: 0 })).total).toBe(20);
+  await s.close();
+  expect(fdsOn(path)).toBe(0);
+});
