@@ -46,6 +46,13 @@ const BUSY_STEP_DELAY_MS = 25;
 const MATERIALIZE_STEP_MS = 50;
 /** At most this many entries (whole journal records) are materialised in one SQLite transaction. */
 const GROUP_MAX_ENTRIES = 1000;
+/**
+ * A catch-up (see materializeSome): once traffic that flowed for at least CATCH_UP_TRAFFIC_MS without a pause has
+ * stopped, a journal holding at least CATCH_UP_ENTRIES entries is written without the rows' search-index entries,
+ * which index steps add once the journal is empty.
+ */
+const CATCH_UP_ENTRIES = 5000;
+const CATCH_UP_TRAFFIC_MS = 2000;
 /** Ids read per step of the background probe for damaged pages (each of the three tables). */
 const PROBE_STEP_IDS = 2000;
 /** Above this much journal, records are materialised even while traffic flows (less with a small size bound: open). */
@@ -56,6 +63,8 @@ let journal: CaptureJournal | null = null;
 let maxEntries = 1;
 let indexing = true;
 let lastBatchAt = -Infinity;
+/** When the traffic now flowing (or last flowing) began: the first batch after a pause of busyWindowMs or more. */
+let trafficSince = -Infinity;
 let indexTimer: ReturnType<typeof setTimeout> | null = null;
 let probeTimer: ReturnType<typeof setTimeout> | null = null;
 /** Set once the main thread has opened its connections (a "probe" message): the probe waits until then. */
@@ -219,6 +228,26 @@ function materializeSome(budgetMs: number): void {
   const w = writer;
   if (!w || !j) return;
   const t0 = performance.now();
+  // A catch-up (the backlog that sustained traffic left while the writer waited for it to pause): the rows go into
+  // the tables first, so that every entry is listed, filtered and searched (searches read what the index does not
+  // hold yet) sooner; the trigram index, most of a small entry's cost, follows in index steps. Indexing with the
+  // rows costs less CPU in all, so writing while traffic flows, small backlogs and short bursts keep it: a writer
+  // that is the bottleneck (bursts, each waited for) would otherwise leave the index ever further behind.
+  w.inlineIndex = indexing && !catchingUp(j);
+  try {
+    materializeRecords(j, w, t0, budgetMs);
+  } finally {
+    w.inlineIndex = indexing;
+  }
+  progress();
+  answerIndexedWaiters();
+}
+
+function catchingUp(j: CaptureJournal): boolean {
+  return !busy() && j.entries >= CATCH_UP_ENTRIES && lastBatchAt - trafficSince >= CATCH_UP_TRAFFIC_MS;
+}
+
+function materializeRecords(j: CaptureJournal, w: CaptureWriter, t0: number, budgetMs: number): void {
   while (j.queue.length > 0) {
     const head = j.queue[0]!;
     // with more than maxEntries entries queued, the oldest would be evicted as soon as the others are written
@@ -241,8 +270,6 @@ function materializeSome(budgetMs: number): void {
     answerWritten(done);
     if (performance.now() - t0 >= budgetMs) break;
   }
-  progress();
-  answerIndexedWaiters();
 }
 
 function wantMaterialize(): "now" | "later" | "no" {
@@ -352,7 +379,9 @@ function open(m: Extract<WriterRequest, { t: "open" }>): void {
 }
 
 function batch(m: Extract<WriterRequest, { t: "batch" }>): void {
-  lastBatchAt = performance.now();
+  const now = performance.now();
+  if (now - lastBatchAt >= busyWindowMs) trafficSince = now;
+  lastBatchAt = now;
   const data = batchBytes(ring, m);
   if (m.count > 0) {
     try {

@@ -140,3 +140,47 @@ describe("several journal records in one transaction (CaptureWriter.inOneTransac
     }
   });
 });
+
+/** Polls the writer (each a round trip to its thread) until it has written every id up to `last`. */
+async function writtenUpTo(s: CaptureStore, last: number) {
+  const deadline = Date.now() + 60_000;
+  let st = await s.writerStatus();
+  while (st.maxId < last && Date.now() < deadline) {
+    await new Promise((r) => setImmediate(r));
+    st = await s.writerStatus();
+  }
+  return st;
+}
+
+test("the backlog of sustained traffic goes into the tables first once it pauses, the search index after; a short burst is indexed with its rows; search is exact throughout", async () => {
+  // traffic counts as flowing for a second after a batch: the writer leaves what comes in its journal until then
+  const s = await CaptureStore.open(":memory:", { maxEntries: 20_000, busyWindowMs: 1000 });
+  open.push(s);
+  const ids: number[] = [];
+  // a short burst (well under CATCH_UP_TRAFFIC_MS, 2 s, of traffic), then the pause: written and indexed together
+  for (let n = 0; n < 6000; n++) ids.push(s.add(entry(n)));
+  let st = await writtenUpTo(s, ids[ids.length - 1]!);
+  expect(st.inlineIndexedRows).toBe(6000);
+  expect(st.indexedUpto).toBe(st.maxId);
+  // traffic for 2.5 s without a pause (a batch every 50 ms), then the pause: the backlog (at least
+  // CATCH_UP_ENTRIES, 5,000) goes into the tables without its index entries
+  const began = Date.now();
+  let n = 6000;
+  while (Date.now() - began < 2500 || n < 12_000) {
+    for (let k = 0; k < 250; k++) ids.push(s.add(entry(n++)));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const last = ids[ids.length - 1]!;
+  st = await writtenUpTo(s, last);
+  expect(st.maxId).toBe(last);
+  expect(st.inlineIndexedRows).toBe(6000);
+  const exp = ids.filter((_, i) => i % 13 === 4).reverse();
+  const before = await s.list({ search: "word4 ", limit: 500 });
+  expect({ total: before.total, ids: before.items.map((x) => x.id) }).toEqual({ total: exp.length, ids: exp.slice(0, 500) });
+  await s.waitIndexed();
+  st = await s.writerStatus();
+  expect(st.indexedUpto).toBe(last);
+  expect(st.indexedRows).toBe(ids.length - 6000);
+  const after = await s.list({ search: "word4 ", limit: 500 });
+  expect({ total: after.total, ids: after.items.map((x) => x.id) }).toEqual({ total: exp.length, ids: exp.slice(0, 500) });
+}, 60_000);
