@@ -106,17 +106,28 @@ function fdsOn(path: string): number {
   return n;
 }
 
-test.if(process.platform === "linux")("close() waits for the search helper to close its connection: no descriptor is left and the writer, closing last, removes the WAL", async () => {
+/** A file store in a new folder holding entries 1..n, all written, its reader Worker ready. */
+async function filledStore(n: number): Promise<{ s: CaptureStore; path: string }> {
   const path = join(tmp(), "capture.db");
   const s = await CaptureStore.open(path);
-  for (let i = 1; i <= 50; i++) s.add(entry(i));
+  for (let i = 1; i <= n; i++) s.add(entry(i));
   await s.flush();
   await s.whenReaderReady();
+  return { s, path };
+}
+
+/** Turns the event loop until `done()` holds (or 30 s have passed: the caller's expect then fails). */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!done() && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+}
+
+test.if(process.platform === "linux")("close() waits for the search helper to close its connection: no descriptor is left and the writer, closing last, removes the WAL", async () => {
+  const { s, path } = await filledStore(50);
   const before = fdsOn(path);
   // the first page answered starts the helper (a second reader Worker with a connection of its own)
   await s.list({});
-  const deadline = Date.now() + 30_000;
-  while (fdsOn(path) <= before && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  await until(() => fdsOn(path) > before);
   expect(fdsOn(path)).toBeGreaterThan(before);
   await s.close();
   // a helper terminated with its connection open kept the file (and the WAL, not the last connection's) open;
@@ -129,16 +140,11 @@ test.if(process.platform === "linux")("close() waits for the search helper to cl
 });
 
 test.if(process.platform === "linux")("a reader Worker that dies is restarted; whenReaderReady and close() wait for the new one (no connection left behind)", async () => {
-  const path = join(tmp(), "capture.db");
-  const s = await CaptureStore.open(path);
-  for (let i = 1; i <= 20; i++) s.add(entry(i));
-  await s.flush();
-  await s.whenReaderReady();
+  const { s, path } = await filledStore(20);
   expect(s.readsOffThread).toBe(true);
   // a crash of the reader's thread (as the store sees it: the Worker ends without being asked to)
   (s as unknown as { readerWorker: Worker }).readerWorker.terminate();
-  const deadline = Date.now() + 30_000;
-  while (s.readsOffThread && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  await until(() => !s.readsOffThread);
   expect(s.readsOffThread).toBe(false);
   // queries answer on this thread meanwhile, then in the new Worker
   expect((await s.list({ limit: 0 })).total).toBe(20);
