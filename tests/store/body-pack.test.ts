@@ -45,4 +45,30 @@ describe("bodyFinder: either body of an entry, compared as SQLite's LIKE does", 
     expect(bodyFinder("kelvin")(enc.encode("nothing here"), Z_NONE, v, z)).toBe(true);
     expect(bodyFinder("kelvin")(v, z, enc.encode("nothing here"), Z_NONE)).toBe(true);
   });
+
+  test("the body that held the string more often is read first; the answers stay the same in either order", () => {
+    const find = bodyFinder("zanzibar");
+    const hit = stored(`[${filler(40)},{"note":"see zanzibar here"}]`);
+    const none = stored(`[${filler(40)}]`);
+    const folded = stored(`[${filler(40)},"ZANZIBAR"]`);
+    // bytes that are no zstd frame: reading this body throws, so a call that returns shows it was not read
+    const unreadable = new Uint8Array([0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3]);
+    // the request first while nothing has been found
+    expect(() => find(unreadable, Z_ZSTD, hit[0], hit[1])).toThrow();
+    // responses hold it twice: from then on the response is read first
+    expect(find(none[0], none[1], hit[0], hit[1])).toBe(true);
+    expect(find(none[0], none[1], hit[0], hit[1])).toBe(true);
+    expect(find(unreadable, Z_ZSTD, hit[0], hit[1])).toBe(true);
+    // every answer as before: the request alone, folded in either body, neither
+    expect(find(hit[0], hit[1], none[0], none[1])).toBe(true);
+    expect(find(hit[0], hit[1], null, null)).toBe(true);
+    expect(find(none[0], none[1], folded[0], folded[1])).toBe(true);
+    expect(find(folded[0], folded[1], none[0], none[1])).toBe(true);
+    expect(find(none[0], none[1], none[0], none[1])).toBe(false);
+    expect(find(null, null, null, null)).toBe(false);
+    // requests hold it more often now (4 against 3): the request is read first again
+    expect(find(hit[0], hit[1], none[0], none[1])).toBe(true);
+    expect(() => find(hit[0], hit[1], unreadable, Z_ZSTD)).not.toThrow();
+    expect(() => find(none[0], none[1], unreadable, Z_ZSTD)).toThrow();
+  });
 });
