@@ -124,32 +124,23 @@ export function bodyFinder(needle: string): (a: string | Uint8Array | null, az: 
   // The answer is the same in either order.
   let firstHits = 0;
   let secondHits = 0;
-  return (a, az, b = null, bz = null) => {
-    if (secondHits > firstHits) {
-      const bb = typed(b, bz);
-      if (bb === true) {
-        secondHits++;
-        return true;
-      }
-      const ab = typed(a, az);
-      if (ab === true) {
-        firstHits++;
-        return true;
-      }
-      return (ab !== null && folded(ab, az === Z_ZSTD)) || (bb !== null && folded(bb, bz === Z_ZSTD));
-    }
-    const ab = typed(a, az);
-    if (ab === true) {
-      firstHits++;
+  /** x read before y; `xFirst`: x is the entry's first body (the request). */
+  const check = (x: string | Uint8Array | null, xz: number | null | undefined, y: string | Uint8Array | null, yz: number | null | undefined, xFirst: boolean): boolean => {
+    const xb = typed(x, xz);
+    if (xb === true) {
+      if (xFirst) firstHits++;
+      else secondHits++;
       return true;
     }
-    const bb = typed(b, bz);
-    if (bb === true) {
-      secondHits++;
+    const yb = typed(y, yz);
+    if (yb === true) {
+      if (xFirst) secondHits++;
+      else firstHits++;
       return true;
     }
-    return (ab !== null && folded(ab, az === Z_ZSTD)) || (bb !== null && folded(bb, bz === Z_ZSTD));
+    return (xb !== null && folded(xb, xz === Z_ZSTD)) || (yb !== null && folded(yb, yz === Z_ZSTD));
   };
+  return (a, az, b = null, bz = null) => (secondHits > firstHits ? check(b, bz, a, az, false) : check(a, az, b, bz, true));
 }
 
 /** ASCII letters lower-cased, every other character kept (what SQLite's LIKE folds). */
